@@ -1,0 +1,33 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Both create (or reuse) .venv and install
+# the package once; a second run installs nothing and starts within seconds.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.install-stamp
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast zoo clean-runs
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch/torchvision first, pinned: the CPU machines serve exactly these from local disk
+	$(BIN)/pip install --disable-pip-version-check -q torch==2.14.1 torchvision==0.29.1
+	$(BIN)/pip install --disable-pip-version-check -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+zoo: install
+	$(BIN)/python -m hynea_pl zoo build --profile full
+
+clean-runs:
+	rm -rf runs

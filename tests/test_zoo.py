@@ -1,0 +1,126 @@
+"""The embedded zoo: tiny build end to end, cache keys, interrupted builds, gates, offline."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hynea_pl.zoo import ZooQualityError, build_zoo, get_profile, load_zoo
+from hynea_pl.zoo.build import COMPONENTS, entry_paths
+from hynea_pl.zoo.cache import atomic_entry, is_complete
+
+
+def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
+    for name in COMPONENTS:
+        assert is_complete(tiny_zoo.entries[name]), name
+    quality = json.loads((tiny_zoo.manifest_dir / "quality.json").read_text())
+    names = [gate["name"] for gate in quality["gates"]]
+    assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", "build_time_s"]
+    for gate in quality["gates"]:
+        assert isinstance(gate["value"], float)
+    assert 0.0 <= quality["gates"][0]["value"] <= 1.0
+    assert (tiny_zoo.manifest_dir / "samples.png").is_file()
+    assert not list(tiny_zoo.manifest_dir.parent.glob("*.partial-*"))
+
+
+def test_reload_is_identical_and_does_not_retrain(tiny_zoo, monkeypatch):
+    from hynea_pl.zoo import train
+
+    def fail(*args, **kwargs):
+        raise AssertionError("a cached zoo must not be trained again")
+
+    for name in ("train_classifier", "train_autoencoder", "train_denoiser"):
+        monkeypatch.setattr(train, name, fail)
+    again = load_zoo("tiny")
+    assert again.entries == tiny_zoo.entries
+    saved = load_file(str(tiny_zoo.entries["sut"] / "model.safetensors"))
+    reloaded = again.sut().state_dict()
+    assert saved.keys() == reloaded.keys()
+    assert all(torch.equal(saved[k], reloaded[k]) for k in saved)
+    first, second = tiny_zoo.generator(), again.generator()
+    noise = first.initial_noise(7)
+    assert torch.equal(first.sample(noise, 3), second.sample(noise, 3))
+
+
+def test_cache_key_follows_training_settings():
+    tiny = get_profile("tiny")
+    entries, manifest = entry_paths(tiny)
+    changed_sut, manifest_sut = entry_paths(replace(tiny, sut=replace(tiny.sut, lr=tiny.sut.lr * 2)))
+    assert changed_sut["sut"] != entries["sut"]
+    assert changed_sut["autoencoder"] == entries["autoencoder"] and changed_sut["ldm"] == entries["ldm"]
+    assert manifest_sut != manifest
+    changed_ae, _ = entry_paths(replace(tiny, autoencoder=replace(tiny.autoencoder, max_steps=11)))
+    assert changed_ae["autoencoder"] != entries["autoencoder"]
+    assert changed_ae["ldm"] != entries["ldm"], "the denoiser is trained on the autoencoder's latents"
+    assert entry_paths(tiny) == (entries, manifest), "keys are stable"
+
+
+def test_interrupted_entry_is_never_valid(tmp_path):
+    target = tmp_path / "sut-abc"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_entry(target) as staging:
+            (staging / "model.safetensors").write_bytes(b"half written")
+            raise KeyboardInterrupt
+    assert not target.exists() and not list(tmp_path.iterdir())
+    # a folder left by a killed process (no completion marker) is not valid and is replaced
+    target.mkdir()
+    (target / "model.safetensors").write_bytes(b"half written")
+    assert not is_complete(target)
+    with atomic_entry(target) as staging:
+        (staging / "model.safetensors").write_bytes(b"ok")
+    assert is_complete(target) and (target / "model.safetensors").read_bytes() == b"ok"
+
+
+def test_killed_build_leaves_no_valid_entry_or_manifest(tiny_zoo, monkeypatch):
+    from hynea_pl.zoo import train
+
+    profile = get_profile("tiny")
+    broken = replace(profile, embedder=replace(profile.embedder, seed=99))
+    entries, manifest = entry_paths(broken)
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "train_classifier", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_zoo(broken, verbose=False)
+    assert not entries["embedder"].exists() and not is_complete(manifest)
+    assert not list(entries["embedder"].parent.glob("*.partial-*"))
+
+
+def test_missed_gate_fails_loudly_and_writes_no_manifest(tiny_zoo):
+    profile = get_profile("tiny")
+    strict = replace(profile, gates=replace(profile.gates, sut_accuracy=1.01))
+    _, manifest = entry_paths(strict)
+    with pytest.raises(ZooQualityError, match="sut_accuracy"):
+        build_zoo(strict, verbose=False)
+    assert not manifest.exists()
+
+
+def test_network_guard_blocks_connections(no_network):
+    from conftest import NetworkAccessError
+
+    with pytest.raises(NetworkAccessError):
+        socket.create_connection(("pypi.org", 443), timeout=1)
+    with pytest.raises(NetworkAccessError):
+        socket.getaddrinfo("huggingface.co", 443)
+
+
+def test_offline_defaults_are_set():
+    import os
+
+    import hynea_pl  # noqa: F401
+
+    assert os.environ["YOLO_OFFLINE"] == "1"
+    assert os.environ["YOLO_AUTOINSTALL"] == "false"
+    assert os.path.isdir(os.environ["YOLO_CONFIG_DIR"])
+
+
+def test_unknown_profile_is_a_one_line_error():
+    with pytest.raises(ValueError, match="unknown zoo profile 'huge'"):
+        get_profile("huge")
