@@ -1,0 +1,7 @@
+"""HyperNets (trainable copies of a frozen denoiser's encoder with zero-initialised outputs) and the control
+projector that turns SUT outputs into latent-shaped controls."""
+
+from hynea_pl.hypernets.projector import ControlProjector
+from hynea_pl.hypernets.unet_hypernet import UNetHyperNet
+
+__all__ = ["ControlProjector", "UNetHyperNet"]
