@@ -13,6 +13,8 @@ import torch
 from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 
 from hynea_pl.generators import ClassEmbedding, LatentDiffusionGenerator
+from hynea_pl.suts import ClassifierSUT, Preprocess
+from hynea_pl.zoo.classifier import DigitCNN
 
 LATENT_SHAPE = (4, 8, 8)
 IMAGE_SHAPE = (1, 32, 32)
@@ -111,3 +113,36 @@ def reference_sample(
         latents = scheduler.step(eps, t, latents).prev_sample
     images = vae.decode(latents / vae.config.scaling_factor).sample
     return ((images + 1) / 2).clamp(0, 1)
+
+
+def tiny_sut(seed: int = 0) -> ClassifierSUT:
+    """A random 10-class DigitCNN on 1x32x32 images, wrapped as a multiclass SUT."""
+    torch.manual_seed(seed)
+    model = DigitCNN(channels=(4, 8), hidden=16, dropout=0.0)
+    return ClassifierSUT(model, preprocess=Preprocess(size=32, channels=1, mean=[0.5], std=[0.5]))
+
+
+class ScriptedFlipSUT(ClassifierSUT):
+    """Reports a flip from the ``flip_on``-th evaluation of ``is_flipped`` on (to test early stopping)."""
+
+    def __init__(self, model: torch.nn.Module, flip_on: int = 3, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.flip_on = flip_on
+        self.calls = 0
+
+    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return torch.full(output.shape[:1], self.calls >= self.flip_on, dtype=torch.bool)
+
+
+class NaNAfterOriginSUT(ClassifierSUT):
+    """Behaves like its model for the origin, then returns NaN logits (to test non-finite losses)."""
+
+    def __init__(self, model: torch.nn.Module, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.evaluations = 0
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(images)
+        self.evaluations += 1
+        return logits if torch.is_grad_enabled() is False else logits * float("nan")

@@ -1,0 +1,34 @@
+"""Stop a test case when its SUT-evaluation budget is spent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+
+
+class SUTEvaluationBudget(L.Callback):
+    """Counts SUT evaluations (the method's ``sut_evals`` counter) and stops the Trainer at ``max_evals``.
+
+    Methods declare ``evals_per_step`` (1 for HyNeA, the population size for a genetic search). The Trainer is
+    stopped after the last step the budget can pay for in full, so a run never exceeds ``max_evals``.
+    """
+
+    def __init__(self, max_evals: int = 2700) -> None:
+        if max_evals < 1:
+            raise ValueError(f"max_evals must be >= 1, got {max_evals}")
+        self.max_evals = max_evals
+
+    @staticmethod
+    def _per_step(pl_module: L.LightningModule) -> int:
+        return int(getattr(pl_module, "evals_per_step", 1))
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._per_step(pl_module) > self.max_evals:
+            raise ValueError(f"budget of {self.max_evals} SUT evaluations cannot pay for one step "
+                             f"({self._per_step(pl_module)} evaluations)")
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if int(pl_module.sut_evals) + self._per_step(pl_module) > self.max_evals:
+            trainer.should_stop = True

@@ -1,0 +1,154 @@
+"""HyNeA: one test case = one LightningModule that adapts a fresh HyperNet until the SUT's prediction flips."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader
+
+from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.hypernets import ControlProjector
+from hynea_pl.objectives import frobenius_distance
+from hynea_pl.schedules import safe_pct_start
+from hynea_pl.suts import SUT
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss of a test case became NaN or infinite."""
+
+
+@dataclass
+class CaseResult:
+    """What a test case keeps: the first flipped image, or the closest one when none flips."""
+
+    image: torch.Tensor | None = None  # (1, C, H, W) in [0, 1]
+    output: torch.Tensor | None = None  # SUT output for ``image``
+    behaviour_loss: float = float("inf")
+    flipped: bool = False
+    step: int = 0  # 1-based optimisation step that produced ``image``
+    history: list[dict] = field(default_factory=list)  # per-step loss terms
+
+
+class HyNeACase(L.LightningModule):
+    """One HyNeA test case (paper sections 2.3 and 3).
+
+    Frozen: the generator (denoiser, autoencoder, condition encoder) and the SUT. Trained: a fresh HyperNet
+    (a copy of the denoiser's encoder half with zero layers) and a :class:`ControlProjector` that turns the SUT's
+    control signal into a latent-shaped control. One training step runs the differentiable sampling chain from the
+    stored initial noise, decodes, evaluates the SUT once and minimises ``distance + behaviour`` (paper eqs. 3-4).
+
+    Args:
+        generator: the frozen latent diffusion generator.
+        sut: the system under test (its task defines loss, flip criterion and control signal).
+        origin_class: conditioning class of the origin (set per case by the campaign's ``cases`` section).
+        seed: seed of the stored initial noise (set per case by the campaign).
+        target: explicit target class; default: the origin's second most likely class.
+        lr_min: AdamW's learning rate and the start/end of the OneCycle schedule.
+        lr_max: OneCycle's peak learning rate.
+        total_steps: OneCycle length; default ``trainer.max_steps``.
+        pct_start: fraction of the cycle spent increasing the learning rate.
+        weight_decay: AdamW weight decay.
+        normalize_behaviour: divide the behaviour term by its first-step value (as the authors did).
+    """
+
+    def __init__(
+        self,
+        generator: LatentDiffusionGenerator,
+        sut: SUT,
+        origin_class: int | None = 0,
+        seed: int = 0,
+        target: int | None = None,
+        lr_min: float = 1e-4,
+        lr_max: float = 1e-3,
+        total_steps: int | None = None,
+        pct_start: float = 0.3,
+        weight_decay: float = 1e-2,
+        normalize_behaviour: bool = True,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["generator", "sut"])
+        self.generator = generator
+        self.sut = sut
+        self.hypernet = generator.make_hypernet()
+        self.projector: ControlProjector | None = None
+        self.sut_evals = 0
+        self.result = CaseResult()
+        self._initial_behaviour: torch.Tensor | None = None
+
+    # ------------------------------------------------------------------ case setup
+    @torch.no_grad()
+    def setup(self, stage: str) -> None:
+        """Generate the origin from the stored noise and condition, read the SUT, fix target and control."""
+        if self.projector is not None:
+            return
+        device = self.trainer.strategy.root_device if self._trainer is not None else self.generator.device
+        self.generator.to(device)
+        self.sut.to(device)
+        self.register_buffer("noise", self.generator.initial_noise(self.hparams.seed), persistent=False)
+        self.register_buffer("origin_image", self.generator.sample(self.noise, self.hparams.origin_class),
+                             persistent=False)
+        self.register_buffer("origin_output", self.sut(self.origin_image), persistent=False)
+        if self.hparams.target is None:
+            target = self.sut.default_target(self.origin_output)
+        else:
+            target = torch.full(self.origin_output.shape[:1], self.hparams.target, dtype=torch.long, device=device)
+        self.register_buffer("target", target, persistent=False)
+        self.register_buffer("control", self.sut.control_signal(self.origin_output, target), persistent=False)
+        self.projector = ControlProjector(self.control.shape[1:], self.generator.latent_shape).to(device)
+
+    def train_dataloader(self) -> DataLoader:
+        """HyNeA has no data: each training step is one adaptation step of the HyperNet."""
+        return DataLoader(range(self.trainer.max_steps if self.trainer.max_steps > 0 else 1), batch_size=None)
+
+    def configure_optimizers(self):
+        """AdamW(lr_min) with OneCycleLR(max_lr=lr_max) stepped every optimisation step."""
+        params = [*self.hypernet.parameters(), *self.projector.parameters()]
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(params, lr=hp.lr_min, weight_decay=hp.weight_decay)
+        total = hp.total_steps or self.trainer.max_steps
+        if total is None or total <= 0:
+            raise ValueError("HyNeACase needs trainer.max_steps (or model.total_steps) for its OneCycle schedule")
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+            optimizer, max_lr=hp.lr_max, total_steps=total, pct_start=safe_pct_start(hp.pct_start, total),
+            div_factor=hp.lr_max / hp.lr_min, cycle_momentum=False,
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ------------------------------------------------------------------ one adaptation step
+    def generate(self) -> torch.Tensor:
+        """The adapted chain's image ``(1, C, H, W)`` in [0, 1] (differentiable)."""
+        control = self.projector(self.control)
+        return self.generator(self.noise, self.hparams.origin_class, hypernet=self.hypernet, control=control)
+
+    def training_step(self, batch: int, batch_idx: int) -> dict:
+        images = self.generate()
+        output = self.sut(images)
+        self.sut_evals += images.shape[0]
+        distance = frobenius_distance(self.origin_image, images)
+        behaviour = self.sut.behaviour_loss(output, self.target)
+        if self.hparams.normalize_behaviour:
+            if self._initial_behaviour is None:
+                self._initial_behaviour = behaviour.detach().clamp_min(1e-8)
+            behaviour_term = behaviour / self._initial_behaviour
+        else:
+            behaviour_term = behaviour
+        loss = distance + behaviour_term
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {self.global_step + 1}")
+        flipped = bool(self.sut.is_flipped(output, self.target).all())
+        self.log_dict({"loss": loss, "distance": distance, "behaviour": behaviour, "flipped": float(flipped)},
+                      prog_bar=True, on_step=True, on_epoch=False)
+        self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), flipped)
+        return {"loss": loss, "flipped": flipped}
+
+    def _keep_result(self, images: torch.Tensor, output: torch.Tensor, behaviour: float, flipped: bool) -> None:
+        result = self.result
+        step = self.global_step + 1
+        result.history.append({"step": step, "behaviour": behaviour, "flipped": flipped})
+        if result.flipped:
+            return
+        if flipped or behaviour < result.behaviour_loss:
+            result.image, result.output, result.behaviour_loss = images, output, behaviour
+            result.flipped, result.step = flipped, step

@@ -1,0 +1,43 @@
+"""Multiclass classifier SUT: cross entropy to a target class, flip when the argmax reaches it."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from hynea_pl.suts.base import SUT
+
+
+class ClassifierSUT(SUT):
+    """A multiclass classifier ``images (B, C, H, W) in [0, 1] -> logits (B, K)``.
+
+    Any ``torch.nn.Module`` (``class_path`` + ``init_args`` in YAML) with weights from a state-dict path and the
+    preprocessing it was trained with.
+    """
+
+    task = "multiclass"
+
+    def prediction(self, output: torch.Tensor) -> torch.Tensor:
+        return output.argmax(-1)
+
+    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
+        """The origin's second most likely class ``(B,)``."""
+        return origin_output.topk(2, dim=-1).indices[..., 1]
+
+    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Cross entropy of logits ``(B, K)`` to target classes ``(B,)`` (paper eq. 4), averaged."""
+        return F.cross_entropy(output, target)
+
+    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the prediction is the target class."""
+        return output.argmax(-1) == target
+
+    def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """One-hot of the target class ``(B, K)``."""
+        return F.one_hot(target, origin_output.shape[-1]).to(origin_output.dtype)
+
+    def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
+        """An origin is a test case only when the SUT predicts its conditioning class (paper 4.5)."""
+        if condition is None:
+            return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
+        return origin_output.argmax(-1) == condition

@@ -1,0 +1,128 @@
+"""HyNeACase: frozen weights, trainable parameters, early stop, budget, OneCycle, NaN losses, targets."""
+
+from __future__ import annotations
+
+import lightning as L
+import pytest
+import torch
+from tiny_components import NaNAfterOriginSUT, ScriptedFlipSUT, tiny_generator, tiny_sut
+
+from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
+from hynea_pl.methods import HyNeACase, NonFiniteLossError
+from hynea_pl.zoo.classifier import DigitCNN
+
+
+def make_trainer(max_steps: int, callbacks: list | None = None) -> L.Trainer:
+    return L.Trainer(max_steps=max_steps, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
+                     enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
+                     callbacks=callbacks or [])
+
+
+def make_case(sut=None, **kwargs) -> HyNeACase:
+    torch.manual_seed(0)
+    settings = {"origin_class": 3, "seed": 5, "lr_min": 1e-3, "lr_max": 1e-2, **kwargs}
+    return HyNeACase(tiny_generator(num_inference_steps=2), sut if sut is not None else tiny_sut(), **settings)
+
+
+def test_only_hypernet_and_projector_train_and_frozen_weights_stay_bit_identical():
+    case = make_case()
+    frozen_before = {k: v.clone() for k, v in [*case.generator.state_dict().items(),
+                                                  *case.sut.state_dict().items()]}
+    hypernet_before = {k: v.clone() for k, v in case.hypernet.state_dict().items()}
+    make_trainer(3).fit(case)
+    trainable = {name.split(".")[0] for name, p in case.named_parameters() if p.requires_grad}
+    assert trainable == {"hypernet", "projector"}
+    frozen_after = {**case.generator.state_dict(), **case.sut.state_dict()}
+    assert frozen_before.keys() == frozen_after.keys()
+    assert all(torch.equal(frozen_before[k], frozen_after[k]) for k in frozen_before)
+    zero_layers = [case.hypernet.state_dict()[k] for k in hypernet_before if "controlnet_down_blocks" in k]
+    assert any(layer.abs().sum() > 0 for layer in zero_layers), "the zero layers must have been trained"
+    assert case.sut_evals == 3 and len(case.result.history) == 3
+
+
+def test_fresh_case_reproduces_the_origin_before_any_update():
+    case = make_case()
+    case.setup("fit")
+    with torch.no_grad():
+        image = case.generate()
+    torch.testing.assert_close(image, case.origin_image, atol=1e-5, rtol=0)
+
+
+def test_flip_early_stopping_stops_at_the_exact_step():
+    sut = ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    stopper = FlipEarlyStopping()
+    case = make_case(sut=sut)
+    trainer = make_trainer(10, [stopper])
+    trainer.fit(case)
+    assert trainer.global_step == 3 and case.sut_evals == 3 and stopper.flipped_at == 3
+    assert case.result.flipped and case.result.step == 3
+
+
+@pytest.mark.parametrize("budget", [1, 4])
+def test_budget_stops_at_exactly_its_limit(budget):
+    case = make_case()
+    trainer = make_trainer(10, [SUTEvaluationBudget(budget)])
+    trainer.fit(case)
+    assert case.sut_evals == budget and trainer.global_step == budget
+
+
+class ThreeEvaluationsPerStep(HyNeACase):
+    """Stands in for a population method that spends 3 SUT evaluations per step."""
+
+    evals_per_step = 3
+
+    def training_step(self, batch, batch_idx):
+        outputs = super().training_step(batch, batch_idx)
+        self.sut_evals += 2
+        return outputs
+
+
+def test_budget_never_starts_a_step_that_would_overrun():
+    torch.manual_seed(0)
+    case = ThreeEvaluationsPerStep(tiny_generator(num_inference_steps=2), tiny_sut(), origin_class=3, seed=5)
+    trainer = make_trainer(10, [SUTEvaluationBudget(7)])
+    trainer.fit(case)
+    assert trainer.global_step == 2 and case.sut_evals == 6
+
+
+class LearningRates(L.Callback):
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+
+
+def test_learning_rate_follows_one_cycle_every_step():
+    steps = 8
+    recorder = LearningRates()
+    case = make_case(lr_min=1e-4, lr_max=1e-2, pct_start=0.3)
+    make_trainer(steps, [recorder]).fit(case)
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW([param], lr=1e-4)
+    reference = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=1e-2, total_steps=steps, pct_start=0.3,
+                                                    div_factor=100.0, cycle_momentum=False)
+    expected = []
+    for _ in range(steps):
+        expected.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        reference.step()
+    assert recorder.lrs == pytest.approx(expected)
+    assert recorder.lrs[0] == pytest.approx(1e-4) and max(recorder.lrs) == pytest.approx(1e-2, rel=0.05)
+
+
+def test_non_finite_loss_raises_a_named_error():
+    sut = NaNAfterOriginSUT(DigitCNN(channels=(4, 8), hidden=16))
+    with pytest.raises(NonFiniteLossError, match="step 1"):
+        make_trainer(3).fit(make_case(sut=sut))
+
+
+def test_default_target_is_second_most_likely_and_explicit_target_wins():
+    case = make_case()
+    case.setup("fit")
+    ranking = case.origin_output[0].argsort(descending=True)
+    assert int(case.target[0]) == int(ranking[1])
+    assert torch.equal(case.control, torch.nn.functional.one_hot(case.target, 10).float())
+    explicit = make_case(target=7)
+    explicit.setup("fit")
+    assert int(explicit.target[0]) == 7
