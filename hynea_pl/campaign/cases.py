@@ -1,0 +1,79 @@
+"""Which test cases a campaign runs, and how valid origins are found (paper section 4.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.suts import SUT
+
+#: Seeds of class ``c`` start at ``seed + c * CLASS_SEED_STRIDE``, so classes never share an initial noise.
+CLASS_SEED_STRIDE = 100_000
+
+
+@dataclass
+class CaseSelection:
+    """The test cases of a campaign: ``n_per_class`` origins of every class in ``classes``.
+
+    Args:
+        classes: conditioning classes of the origins.
+        n_per_class: test cases per class.
+        seed: base seed of the initial noises (class ``c`` draws from ``seed + c * 100000`` on).
+        max_seed_tries: seeds tried per case before it is recorded as having no valid origin.
+        case_ids: run only these case ids (e.g. ``["c3-0"]``); empty runs all.
+        validate_origins: skip origins the SUT does not classify as their class (paper 4.5); turn off only for
+            generators whose samples the SUT cannot be expected to recognise (e.g. untrained test models).
+    """
+
+    classes: list[int] = field(default_factory=lambda: list(range(10)))
+    n_per_class: int = 3
+    seed: int = 0
+    max_seed_tries: int = 20
+    case_ids: list[str] = field(default_factory=list)
+    validate_origins: bool = True
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One origin: its class, the seed of its initial noise and how many seeds were skipped to find it."""
+
+    __test__ = False  # not a pytest test class
+
+    case_id: str
+    origin_class: int
+    seed: int | None
+    skipped_seeds: int
+
+
+def case_id(origin_class: int, index: int) -> str:
+    return f"c{origin_class}-{index}"
+
+
+@torch.no_grad()
+def iter_cases(selection: CaseSelection, generator: LatentDiffusionGenerator, sut: SUT) -> Iterator[TestCase]:
+    """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
+
+    Seeds rejected for one case are never reused by the next. A case whose ``max_seed_tries`` seeds are all
+    invalid is yielded with ``seed=None``.
+    """
+    wanted = set(selection.case_ids)
+    for origin_class in selection.classes:
+        next_seed = selection.seed + origin_class * CLASS_SEED_STRIDE
+        for index in range(selection.n_per_class):
+            found, skipped = None, 0
+            for candidate in range(next_seed, next_seed + selection.max_seed_tries):
+                if not selection.validate_origins:
+                    found = candidate
+                    break
+                origin = generator.sample(generator.initial_noise(candidate), origin_class)
+                if bool(sut.is_valid_origin(sut(origin), origin_class).all()):
+                    found = candidate
+                    break
+                skipped += 1
+            next_seed = (found if found is not None else next_seed + selection.max_seed_tries - 1) + 1
+            cid = case_id(origin_class, index)
+            if not wanted or cid in wanted:
+                yield TestCase(cid, origin_class, found, skipped)

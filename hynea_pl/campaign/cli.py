@@ -1,0 +1,74 @@
+"""``python -m hynea_pl fit``: LightningCLI over a campaign of test cases."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from hynea_pl.callbacks import SUTEvaluationBudget
+from hynea_pl.campaign.cases import CaseSelection
+from hynea_pl.campaign.runner import RunOutput, run_campaign
+from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.methods import HyNeACase
+from hynea_pl.suts import SUT
+
+#: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
+TRAINER_DEFAULTS = {
+    "max_steps": 100,
+    "max_epochs": -1,
+    "accelerator": "auto",
+    "devices": 1,
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_model_summary": False,
+    "enable_progress_bar": False,
+    "num_sanity_val_steps": 0,
+    "log_every_n_steps": 1,
+}
+
+
+class CampaignCLI(LightningCLI):
+    """A campaign: every case of ``cases`` is one fit of a fresh ``model`` (a test-case LightningModule) with a
+    fresh Trainer built from ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model."""
+
+    def __init__(self, model_class: type = HyNeACase, args: list[str] | None = None) -> None:
+        super().__init__(
+            model_class, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
+            seed_everything_default=0, auto_configure_optimizers=False,
+            parser_kwargs={"exit_on_error": False, "prog": "python -m hynea_pl fit",
+                           "description": "Generate failure-inducing test inputs: one fit per test case."},
+        )
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_subclass_arguments(LatentDiffusionGenerator, "generator", required=True,
+                                      help="The frozen generator (class_path + init_args).")
+        parser.add_subclass_arguments(SUT, "sut", required=True,
+                                      help="The system under test (class_path + init_args).")
+        parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
+        parser.add_class_arguments(RunOutput, "output", instantiate=False)
+        parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)
+        parser.link_arguments("generator", "model.generator", apply_on="instantiate")
+        parser.link_arguments("sut", "model.sut", apply_on="instantiate")
+
+    def instantiate_classes(self) -> None:
+        """Build the shared objects once (generator, SUT, a first model) to fail early on a bad config;
+        per-case objects are built by :func:`run_campaign`."""
+        self.config_init = self.parser.instantiate_classes(self.config)
+        self.model = self.config_init.model
+
+
+def quiet_lightning_info() -> None:
+    """A campaign fits many Trainers: keep Lightning's per-fit info lines (seed, devices, tips) out of the way."""
+    for name in ("lightning.fabric.utilities.seed", "lightning.pytorch.utilities.rank_zero",
+                 "lightning.fabric.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def fit(args: list[str]) -> dict:
+    quiet_lightning_info()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+        cli = CampaignCLI(args=args)
+    return run_campaign(cli)

@@ -1,0 +1,77 @@
+"""A run folder: ``records.jsonl`` appended case by case, per-case PNGs, a grid and ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torchvision.utils import make_grid, save_image
+
+from hynea_pl.campaign.summary import summarize_records
+
+
+def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    """``|result - origin|`` per pixel ``(C, H, W)``, stretched to [0, 1] (black: unchanged)."""
+    diff = (result - origin).abs()
+    return diff / diff.max().clamp_min(1e-8)
+
+
+class RunFolder:
+    """Writes a campaign's outputs to ``root/name``.
+
+    An existing folder is resumed: the cases already in its ``records.jsonl`` are kept and not run again, so
+    no result already written is lost.
+    """
+
+    def __init__(self, root: str | Path, name: str) -> None:
+        self.path = Path(root) / name
+        self.cases_dir = self.path / "cases"
+        self.cases_dir.mkdir(parents=True, exist_ok=True)
+        self.records_path = self.path / "records.jsonl"
+
+    def records(self) -> list[dict]:
+        if not self.records_path.exists():
+            return []
+        lines = self.records_path.read_text().splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def done_case_ids(self) -> set[str]:
+        return {r["case_id"] for r in self.records()}
+
+    def save_case_images(self, case_id: str, origin: torch.Tensor, result: torch.Tensor) -> dict[str, str]:
+        """Save origin, result and difference PNGs of images ``(C, H, W)``; returns paths relative to the run."""
+        paths = {}
+        for kind, image in (("origin", origin), ("result", result), ("diff", difference_image(origin, result))):
+            relative = f"cases/{case_id}_{kind}.png"
+            save_image(image, self.path / relative)
+            paths[f"{kind}_image"] = relative
+        return paths
+
+    def append(self, record: dict) -> None:
+        """Append one case's record (one JSON object per line), flushed before returning."""
+        with self.records_path.open("a") as stream:
+            stream.write(json.dumps(record) + "\n")
+            stream.flush()
+
+    def save_grid(self, records: list[dict]) -> Path | None:
+        """One grid of all cases: a column per case, rows origin / result / difference."""
+        from hynea_pl.metrics.rescore import load_image
+
+        shown = [r for r in records if r.get("origin_image") and r.get("result_image") and r.get("diff_image")]
+        rows = [[load_image(self.path / r[key]) for r in shown] for key in ("origin_image", "result_image",
+                                                                             "diff_image")]
+        images = [image for row in rows for image in row]
+        if not images or len({tuple(image.shape) for image in images}) > 1:
+            return None
+        path = self.path / "grid.png"
+        save_image(make_grid(torch.stack(images), nrow=len(shown), padding=2, pad_value=0.5), path)
+        return path
+
+    def finish(self) -> dict:
+        """Write the grid and ``summary.json``; return the summary."""
+        records = self.records()
+        self.save_grid(records)
+        summary = summarize_records(records)
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary

@@ -1,0 +1,86 @@
+"""Command line: ``python -m hynea_pl {fit,zoo,evaluate} ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+USAGE = """usage: python -m hynea_pl <command> [options]
+
+commands:
+  fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
+  zoo build [--profile full|tiny]                         build the embedded MNIST zoo (cached)
+  evaluate RUN_DIR                                        re-score a run folder into metrics.json
+"""
+
+
+def _zoo(args: list[str]) -> int:
+    import argparse
+
+    from hynea_pl.zoo import PROFILES, build_zoo
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
+    sub = parser.add_subparsers(dest="action", required=True)
+    build = sub.add_parser("build", help="build what is missing of a zoo profile and print its quality table")
+    build.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    options = parser.parse_args(args)
+    zoo = build_zoo(options.profile, verbose=True)
+    print(f"zoo {options.profile}: {zoo.manifest_dir}")
+    return 0
+
+
+def _evaluate(args: list[str]) -> int:
+    import argparse
+    import json
+    from pathlib import Path
+
+    from hynea_pl.metrics import evaluate_run
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate")
+    parser.add_argument("run_dir", type=Path)
+    options = parser.parse_args(args)
+    if not (options.run_dir / "records.jsonl").is_file():
+        raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
+    row = evaluate_run(options.run_dir)
+    print(json.dumps(row, indent=2, default=str))
+    return 0
+
+
+def _fit(args: list[str]) -> int:
+    from hynea_pl.campaign.cli import fit
+
+    fit(args)
+    return 0
+
+
+COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(USAGE, file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except KeyboardInterrupt:
+        print("interrupted: the records already written are kept", file=sys.stderr)
+        return 130
+    except (argparse.ArgumentError, FileNotFoundError, ValueError, OSError, RuntimeError) as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return 2
+
+
+def one_line(error: BaseException) -> str:
+    """The line of an error message that names the problem.
+
+    jsonargparse wraps errors raised while building a component ("Does not validate against any of the Union
+    subtypes ... Errors: - <the real error>"): the real error is picked out of that list.
+    """
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    causes = [line[2:] for line in lines if line.startswith("- ") and "Expected a <class 'NoneType'>" not in line]
+    if lines[0].startswith("Does not validate against any of the Union subtypes") and causes:
+        return causes[0]
+    return lines[0]

@@ -1,0 +1,130 @@
+"""``python -m hynea_pl fit`` end to end on the tiny zoo, and its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hynea_pl.cli import main
+
+RECORD_KEYS = {"method", "task", "case_id", "seed", "origin_class", "target", "flipped", "sut_evals", "steps",
+               "runtime_s", "origin_pred", "result_pred", "ms_ssim", "origin_image", "result_image", "error"}
+SUMMARY_KEYS = {"n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "mean_runtime_s",
+                "median_ms_ssim"}
+
+
+def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
+    """configs/mnist.yaml pointed at the tiny zoo: 2 classes x 1 case, 3 steps, 4 sampling steps."""
+    return [
+        "fit", "--config", "configs/mnist.yaml",
+        "--generator.init_args.pretrained", "zoo://tiny/ldm",
+        "--generator.init_args.num_inference_steps", "4",
+        "--sut.init_args.weights", "zoo://tiny/sut",
+        "--sut.init_args.model.init_args.channels", "[8, 16]",
+        "--sut.init_args.model.init_args.hidden", "32",
+        "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
+        "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
+        "--trainer.max_steps", "3", "--budget.max_evals", "3",
+        "--output.root", str(root), "--output.name", name, *extra,
+    ]
+
+
+def read_records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+
+
+def comparable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in ("runtime_s", "run")} for r in records]
+
+
+@pytest.mark.slow
+def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no_network, capsys):
+    assert main(tiny_args(tmp_path, "a")) == 0
+    run = tmp_path / "a"
+    records = read_records(run)
+    assert [r["case_id"] for r in records] == ["c1-0", "c7-0"]
+    for record in records:
+        assert RECORD_KEYS <= record.keys()
+        assert record["method"] == "hynea" and record["task"] == "multiclass" and record["error"] is None
+        assert 1 <= record["sut_evals"] <= 3 and record["steps"] == record["sut_evals"]
+        assert len(record["origin_pred"]) == 10 and len(record["result_pred"]) == 10
+        assert 0.0 <= record["ms_ssim"] <= 1.0
+        for key in ("origin_image", "result_image", "diff_image"):
+            assert (run / record[key]).is_file()
+    summary = json.loads((run / "summary.json").read_text())
+    assert SUMMARY_KEYS <= summary.keys() and summary["n_cases"] == 2
+    assert summary["misclassification_rate"] == sum(r["flipped"] for r in records) / 2
+    assert (run / "grid.png").is_file()
+    out = capsys.readouterr().out
+    assert "misclassification_rate" in out and "[2/2] c7-0" in out
+
+    # same config and seed: identical records
+    assert main(tiny_args(tmp_path, "b")) == 0
+    assert comparable(read_records(tmp_path / "b")) == comparable(records)
+
+    # an existing run is resumed: finished cases are kept, not run again
+    assert main(tiny_args(tmp_path, "a", "--cases.classes", "[1, 7, 2]")) == 0
+    again = read_records(run)
+    assert [r["case_id"] for r in again] == ["c1-0", "c7-0", "c2-0"]
+    assert comparable(again[:2]) == comparable(records)
+
+
+@pytest.mark.slow
+def test_non_finite_loss_is_recorded_and_the_campaign_goes_on(tiny_zoo, tmp_path):
+    args = tiny_args(tmp_path, "nan", "--sut.class_path", "tiny_components.NaNAfterOriginSUT",
+                     "--sut.init_args.model.init_args.channels", "[8, 16]",
+                     "--sut.init_args.model.init_args.hidden", "32")
+    assert main(args) == 0
+    records = read_records(tmp_path / "nan")
+    assert len(records) == 2
+    assert all(r["error"].startswith("NonFiniteLossError") and not r["flipped"] for r in records)
+    summary = json.loads((tmp_path / "nan" / "summary.json").read_text())
+    assert summary["n_errors"] == 2 and summary["misclassification_rate"] == 0.0
+
+
+@pytest.mark.slow
+def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    args = tiny_args(tmp_path, "wb", "--cases.classes", "[1]",
+                     "--trainer.logger", "lightning.pytorch.loggers.WandbLogger",
+                     "--trainer.logger.init_args.offline", "true",
+                     "--trainer.logger.init_args.project", "hynea_pl_test",
+                     "--trainer.logger.init_args.save_dir", str(tmp_path))
+    assert main(args) == 0
+    assert read_records(tmp_path / "wb")[0]["error"] is None
+    assert list((tmp_path / "wandb").glob("offline-run-*")), "an offline W&B run was written"
+
+
+def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):
+    assert main(["fit", "--config", "configs/mnist.yaml", "--model.learning_rate", "0.1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "learning_rate" in err
+
+
+def test_wrong_key_inside_a_config_file_is_named(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path("configs/mnist.yaml").read_text().replace("lr_max:", "lr_maxx:"))
+    assert main(["fit", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "lr_maxx" in err
+
+
+def test_missing_sut_checkpoint_is_a_one_line_error_naming_it(tmp_path, capsys, tiny_zoo):
+    missing = tmp_path / "nowhere" / "digits.pt"
+    args = tiny_args(tmp_path, "x", "--sut.init_args.weights", str(missing))
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(missing) in err and "SUT checkpoint" in err
+
+
+def test_help_documents_the_options(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for option in ("--model.lr_max", "--trainer.max_steps", "--cases.n_per_class", "--budget.max_evals",
+                   "--output.name", "--generator", "--sut"):
+        assert option in out
