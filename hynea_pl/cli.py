@@ -36,13 +36,26 @@ def _evaluate(args: list[str]) -> int:
 
     from hynea_pl.metrics import evaluate_run
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate")
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",
+                                     description="Re-score a run folder (records.jsonl + PNGs) into metrics.json.")
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--embedder", default="zoo://full",
+                        help="embedding network for diversity / trace difference: zoo://<profile> (MNIST zoo "
+                             "embedder), resnet50 (ImageNet ResNet-50 from the torch cache) or none")
+    parser.add_argument("--lpips-weights", default=None, help="local LPIPS backbone weights (else the torch cache)")
     options = parser.parse_args(args)
     if not (options.run_dir / "records.jsonl").is_file():
         raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
-    row = evaluate_run(options.run_dir)
-    print(json.dumps(row, indent=2, default=str))
+    embedder = None
+    if options.embedder.startswith("zoo://"):
+        from hynea_pl.zoo import load_zoo
+
+        embedder = load_zoo(options.embedder.removeprefix("zoo://").strip("/")).embedder()
+    elif options.embedder != "none":
+        embedder = options.embedder
+    row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights)
+    print(json.dumps(row, indent=2))
+    print(f"wrote {options.run_dir / 'metrics.json'}")
     return 0
 
 

@@ -60,6 +60,15 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     out = capsys.readouterr().out
     assert "misclassification_rate" in out and "[2/2] c7-0" in out
 
+    # re-scoring the run gives the figures the run printed
+    assert main(["evaluate", str(run), "--embedder", "zoo://tiny"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    for key in ("n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "median_ms_ssim"):
+        assert metrics[key] == pytest.approx(summary[key]), key
+    assert isinstance(metrics["diversity"], float) and isinstance(metrics["trace_difference"], float)
+    lpips = metrics["lpips"]  # VGG weights are not in this machine's torch cache: reported unavailable, no number
+    assert isinstance(lpips, float) or (lpips["value"] is None and lpips["unavailable"])
+
     # same config and seed: identical records
     assert main(tiny_args(tmp_path, "b")) == 0
     assert comparable(read_records(tmp_path / "b")) == comparable(records)

@@ -17,6 +17,7 @@ from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
 from hynea_pl.zoo.classifier import DigitCNN
 from hynea_pl.zoo.data import DigitSplit, load_digits
+from hynea_pl.zoo.embedder import DigitEmbedder
 from hynea_pl.zoo.profiles import ZooProfile, get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, measure_model_gates, quality_table
 
@@ -46,8 +47,9 @@ class Zoo:
     def sut(self) -> DigitCNN:
         return load_classifier(self.entries["sut"])
 
-    def embedder(self) -> DigitCNN:
-        return load_classifier(self.entries["embedder"])
+    def embedder(self) -> DigitEmbedder:
+        """The metric embedder: images in [0, 1] -> penultimate features of the embedder network."""
+        return DigitEmbedder(load_classifier(self.entries["embedder"]))
 
     def generator(self, **settings):
         """The frozen zoo LDM as a :class:`~hynea_pl.generators.LatentDiffusionGenerator` with the profile's

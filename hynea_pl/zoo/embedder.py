@@ -1,0 +1,23 @@
+"""The zoo embedder as a metric backbone: digit images in [0, 1] -> penultimate features."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hynea_pl.zoo.classifier import DigitCNN, normalize
+
+
+class DigitEmbedder(nn.Module):
+    """``images (B, 1, 32, 32) in [0, 1] -> (B, hidden)`` penultimate features of the zoo's embedder network
+    (trained separately from the SUT), used for the diversity and trace-difference metrics on MNIST."""
+
+    def __init__(self, network: DigitCNN) -> None:
+        super().__init__()
+        self.network = network.eval().requires_grad_(False)
+
+    @torch.no_grad()
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.shape[1] == 3:
+            images = images.mean(1, keepdim=True)
+        return self.network.features(normalize(images))
