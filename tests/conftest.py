@@ -11,6 +11,12 @@ import pytest
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
+import torch  # noqa: E402
+
+# The tests' models are tiny: they gain nothing from intra-op threads, and two threads per process oversubscribe
+# a shared 2-core machine (measured by a helper: 0.2 s -> 3-10 s per test while another job ran).
+torch.set_num_threads(1)
+
 
 class NetworkAccessError(RuntimeError):
     """A test tried to reach the network."""

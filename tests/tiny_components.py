@@ -21,9 +21,6 @@ IMAGE_SHAPE = (1, 32, 32)
 NUM_CLASSES = 10
 CONTEXT_DIM = 32
 
-# Tiny models gain nothing from intra-op threads, and on a shared 2-core machine two torch threads per process
-# oversubscribe the CPU (measured: 0.2 s -> 3-10 s per test under load). Belongs in tests/conftest.py.
-torch.set_num_threads(1)  # TODO(lead): remove once helpers are done
 
 
 def tiny_unet(seed: int = 0) -> UNet2DConditionModel:
