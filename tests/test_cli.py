@@ -104,7 +104,9 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
                      "--trainer.logger.init_args.save_dir", str(tmp_path))
     assert main(args) == 0
     assert read_records(tmp_path / "wb")[0]["error"] is None
-    assert list((tmp_path / "wandb").glob("offline-run-*")), "an offline W&B run was written"
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert runs, "an offline W&B run was written"
+    assert list(runs[0].glob("files/media/images/case/*.png")), "the case image panel was logged"
 
 
 def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):

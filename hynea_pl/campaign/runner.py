@@ -12,11 +12,12 @@ import torch
 from lightning.pytorch.loggers import WandbLogger
 from rich.console import Console
 
-from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
+from hynea_pl.callbacks import CaseImageLogger, FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection, TestCase, iter_cases
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.campaign.summary import summary_table
 from hynea_pl.metrics import ms_ssim
+from hynea_pl.objectives import frobenius_distance
 
 console = Console()
 
@@ -77,7 +78,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     model = init.model
     trainer_kwargs = dict(vars(init.trainer))
     trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), FlipEarlyStopping(),
-                                   SUTEvaluationBudget(budget)]
+                                   SUTEvaluationBudget(budget), CaseImageLogger()]
     trainer = L.Trainer(**trainer_kwargs)
     record["task"] = model.sut.task
     try:
@@ -98,7 +99,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
         origin, image = model.origin_image.cpu(), result.image.cpu()
         record.update(result_pred=_pred(result.output), result_label=int(model.sut.prediction(result.output)[0]),
                       ms_ssim=float(ms_ssim(image, origin)),
-                      distance=float(torch.linalg.matrix_norm(origin - image).mean() / origin[0, 0].numel() ** 0.5))
+                      distance=float(frobenius_distance(origin, image)))
         record.update(folder.save_case_images(case.case_id, origin[0], image[0]))
     folder.append(record)
     return record

@@ -17,7 +17,7 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ClassifierConfig:
-    channels: tuple[int, ...] = (16, 32)
+    channels: tuple[int, ...] = (32, 64)
     hidden: int = 128
     dropout: float = 0.25
     lr: float = 2e-3
@@ -29,12 +29,12 @@ class ClassifierConfig:
 
 @dataclass(frozen=True)
 class AutoencoderConfig:
-    block_out_channels: tuple[int, ...] = (32, 64, 64)
+    block_out_channels: tuple[int, ...] = (16, 32, 64)
     layers_per_block: int = 1
     latent_channels: int = 4
-    norm_num_groups: int = 32
+    norm_num_groups: int = 16
     lr: float = 2e-3
-    max_steps: int = 250
+    max_steps: int = 300
     batch_size: int = 64
     l1_weight: float = 0.5
     kl_weight: float = 1e-5
@@ -43,15 +43,15 @@ class AutoencoderConfig:
 
 @dataclass(frozen=True)
 class DenoiserConfig:
-    block_out_channels: tuple[int, ...] = (64, 128)
+    block_out_channels: tuple[int, ...] = (48, 96)
     layers_per_block: int = 1
     cross_attention_dim: int = 64
     attention_head_dim: int = 8
-    norm_num_groups: int = 32
+    norm_num_groups: int = 16
     num_train_timesteps: int = 1000
     beta_schedule: str = "squaredcos_cap_v2"
-    lr: float = 1e-3
-    max_steps: int = 450
+    lr: float = 1.5e-3
+    max_steps: int = 900
     batch_size: int = 128
     label_dropout: float = 0.1
     snr_gamma: float = 5.0
