@@ -45,6 +45,7 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     run = tmp_path / "a"
     records = read_records(run)
     assert [r["case_id"] for r in records] == ["c1-0", "c7-0"]
+    assert records[0]["origin_pred"] != records[1]["origin_pred"], "each case has its own origin"
     for record in records:
         assert RECORD_KEYS <= record.keys()
         assert record["method"] == "hynea" and record["task"] == "multiclass" and record["error"] is None
@@ -107,6 +108,18 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert runs, "an offline W&B run was written"
     assert list(runs[0].glob("files/media/images/case/*.png")), "the case image panel was logged"
+
+
+def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
+    from hynea_pl.campaign.cases import TestCase
+    from hynea_pl.campaign.cli import CampaignCLI
+    from hynea_pl.campaign.runner import _case_config
+
+    cli = CampaignCLI(args=tiny_args(tmp_path, "cfg")[1:])
+    for case in (TestCase("c1-0", 1, 100000, 0), TestCase("c7-2", 7, 700005, 3)):
+        model = cli.parser.instantiate_classes(_case_config(cli.config, case, "cfg")).model
+        assert (model.hparams.origin_class, model.hparams.seed) == (case.origin_class, case.seed)
+        assert model.generator is not cli.config_init.model.generator, "a fresh generator wrapper per case"
 
 
 def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):

@@ -37,6 +37,9 @@ class CampaignCLI(LightningCLI):
         super().__init__(
             model_class, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
             seed_everything_default=0, auto_configure_optimizers=False,
+            # the checkpoint-hparams instantiator stores the *parsed* config as hparams; per-case overrides
+            # (origin class, seed) must reach the module, and test cases are never reloaded from checkpoints
+            load_from_checkpoint_support=False,
             parser_kwargs={"exit_on_error": False, "prog": "python -m hynea_pl fit",
                            "description": "Generate failure-inducing test inputs: one fit per test case."},
         )
