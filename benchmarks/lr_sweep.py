@@ -53,7 +53,7 @@ def main_sweep() -> None:
         table.add_row(f"{lr_min:g}", f"{lr_max:g}", str(max_steps), fmt(s["misclassification_rate"], ".2f"),
                       fmt(s["escape_ratio"], ".2f"), fmt(s["median_sut_evals"], "g"), fmt(s["mean_sut_evals"], ".1f"),
                       fmt(s["median_ms_ssim"], ".3f"), fmt(s["mean_runtime_s"], ".1f"))
-    Console().print(table)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ def run_campaign(cli: Any) -> dict:
     todo = [case for case in cases if case.case_id not in done]
     for index, case in enumerate(todo, 1):
         record = run_case(cli, case, output, budget, folder)
-        console.print(describe(index, len(todo), record))
+        console.print(describe(index, len(todo), record), soft_wrap=True)
     summary = folder.finish()
     console.print(summary_table(f"{output.method} on {output.name}", summary))
     console.print(f"outputs: {folder.path}/ (records.jsonl, summary.json, grid.png, cases/)")
