@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
+from offline_guard import network_blocked
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
@@ -16,28 +15,6 @@ import torch  # noqa: E402
 # The tests' models are tiny: they gain nothing from intra-op threads, and two threads per process oversubscribe
 # a shared 2-core machine (measured by a helper: 0.2 s -> 3-10 s per test while another job ran).
 torch.set_num_threads(1)
-
-
-class NetworkAccessError(RuntimeError):
-    """A test tried to reach the network."""
-
-
-@contextmanager
-def network_blocked() -> Iterator[None]:
-    """Make every outgoing connection and DNS look-up raise :class:`NetworkAccessError`."""
-
-    def refuse(*args, **kwargs):
-        raise NetworkAccessError(f"network access attempted: {args[:2]}")
-
-    saved = (socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo)
-    socket.socket.connect = refuse  # type: ignore[method-assign]
-    socket.socket.connect_ex = refuse  # type: ignore[method-assign]
-    socket.create_connection = refuse  # type: ignore[assignment]
-    socket.getaddrinfo = refuse  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.create_connection, socket.getaddrinfo = saved
 
 
 @pytest.fixture

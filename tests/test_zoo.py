@@ -103,12 +103,15 @@ def test_missed_gate_fails_loudly_and_writes_no_manifest(tiny_zoo):
 
 
 def test_network_guard_blocks_connections(no_network):
-    from conftest import NetworkAccessError
+    from offline_guard import NetworkAccessError
 
     with pytest.raises(NetworkAccessError):
         socket.create_connection(("pypi.org", 443), timeout=1)
     with pytest.raises(NetworkAccessError):
         socket.getaddrinfo("huggingface.co", 443)
+    with pytest.raises(NetworkAccessError):
+        socket.socket().connect(("93.184.216.34", 80))
+    assert socket.getaddrinfo("localhost", 80), "loopback stays usable (W&B's local service, gloo)"
 
 
 def test_offline_defaults_are_set():
