@@ -17,15 +17,20 @@ commands:
 def _zoo(args: list[str]) -> int:
     import argparse
 
+    from rich.console import Console
+
     from hynea_pl.zoo import PROFILES, build_zoo
+    from hynea_pl.zoo.quality import quality_table
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build what is missing of a zoo profile and print its quality table")
     build.add_argument("--profile", choices=sorted(PROFILES), default="full")
     options = parser.parse_args(args)
-    zoo = build_zoo(options.profile, verbose=True)
-    print(f"zoo {options.profile}: {zoo.manifest_dir}")
+    zoo = build_zoo(options.profile, verbose=False)
+    console = Console()
+    console.print(quality_table(options.profile, zoo.quality["gates"]))
+    console.print(f"zoo {options.profile}: {zoo.manifest_dir} (samples.png, quality.json)")
     return 0
 
 
@@ -71,9 +76,12 @@ COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate}
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        print(USAGE, file=sys.stderr if argv and argv[0] not in ("-h", "--help") else sys.stdout)
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"error: unknown command {argv[0]!r}; choose one of {sorted(COMMANDS)}", file=sys.stderr)
+        return 2
     try:
         return COMMANDS[argv[0]](argv[1:])
     except KeyboardInterrupt:

@@ -127,3 +127,13 @@ def test_offline_defaults_are_set():
 def test_unknown_profile_is_a_one_line_error():
     with pytest.raises(ValueError, match="unknown zoo profile 'huge'"):
         get_profile("huge")
+
+
+def test_zoo_build_command_prints_the_quality_table(tiny_zoo, capsys):
+    from hynea_pl.cli import main
+
+    assert main(["zoo", "build", "--profile", "tiny"]) == 0
+    out = capsys.readouterr().out
+    for gate in ("sut_accuracy", "reconstruction_accuracy", "generated_accuracy", "build_time_s"):
+        assert gate in out
+    assert str(tiny_zoo.manifest_dir) in out.replace("\n", "")
