@@ -92,7 +92,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     result = model.result
     record.update(sut_evals=model.sut_evals, steps=trainer.global_step, flipped=result.flipped,
                   flip_step=result.step if result.flipped else None)
-    if getattr(model, "projector", None) is not None:  # setup ran: the origin exists
+    if getattr(model, "origin_output", None) is not None:  # setup ran: the origin exists
         record.update(target=int(model.target[0]), origin_pred=_pred(model.origin_output),
                       origin_label=int(model.sut.prediction(model.origin_output)[0]))
     if result.image is not None:

@@ -1,0 +1,281 @@
+"""A shared layer for population-based baselines: one Lightning training step = one generation.
+
+:class:`PopulationSearchCase` has the same contract as :class:`hynea_pl.methods.HyNeACase`, so the same callbacks
+(``FlipEarlyStopping``, ``SUTEvaluationBudget``, ``CaseImageLogger``) and the campaign runner drive it:
+
+- ``setup()`` builds the origin exactly like HyNeA: ``generator.initial_noise(seed)`` then
+  ``generator.sample(noise, origin_class)``; the SUT reads it once (not counted, as in HyNeA);
+- ``sut_evals`` counts one SUT evaluation per individual evaluated; ``evals_per_step`` is the population size
+  (every generation evaluates the whole population);
+- ``result`` is a :class:`hynea_pl.methods.CaseResult`: the best individual of the first generation that flips
+  the SUT, or the best individual seen so far when none flips;
+- ``training_step`` returns ``{"loss": best fitness of the generation (a detached tensor), "flipped": bool}``
+  and steps Lightning's no-op optimizer once, so ``trainer.global_step`` counts generations.
+
+Subclasses define the genome and operators through four hooks: :meth:`initial_population`, :meth:`render`,
+:meth:`fitness` and :meth:`next_generation` (plus :meth:`is_flipped` when the flip is not "the prediction left
+the origin's label").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.methods import CaseResult
+from hynea_pl.suts import SUT
+
+
+# ---------------------------------------------------------------------- shared pure operators
+def select_survivors(fitness: Tensor, k: int) -> Tensor:
+    """Indices of the ``k`` lowest-fitness individuals, best first (ties keep population order)."""
+    if not 1 <= k <= fitness.numel():
+        raise ValueError(f"cannot keep {k} survivors of a population of {fitness.numel()}")
+    return torch.sort(fitness, stable=True).indices[:k]
+
+
+def draw_crossover_point(length: int, rng: torch.Generator) -> int:
+    """A single crossover point in ``[1, length - 1]`` (both parents contribute); 0 when ``length == 1``."""
+    if length < 2:
+        return 0
+    return int(torch.randint(1, length, (1,), generator=rng))
+
+
+def single_point_crossover(mother: Tensor, father: Tensor, point: int, dim: int = 0) -> Tensor:
+    """``mother`` before ``point`` and ``father`` from ``point`` on, along ``dim``."""
+    if mother.shape != father.shape:
+        raise ValueError(f"parents differ in shape: {tuple(mother.shape)} vs {tuple(father.shape)}")
+    size = mother.shape[dim]
+    if not 0 <= point <= size:
+        raise ValueError(f"crossover point {point} outside [0, {size}]")
+    return torch.cat([mother.narrow(dim, 0, point), father.narrow(dim, point, size - point)], dim=dim)
+
+
+def draw_parents(n_parents: int, rng: torch.Generator) -> tuple[int, int]:
+    """Two distinct parent indices drawn uniformly (the same one twice when there is a single parent)."""
+    if n_parents < 2:
+        return 0, 0
+    first, second = torch.randperm(n_parents, generator=rng)[:2].tolist()
+    return first, second
+
+
+def randn_like_on_cpu(x: Tensor, rng: torch.Generator) -> Tensor:
+    """Standard normal noise shaped like ``x`` drawn from a CPU generator (identical on every device)."""
+    return torch.randn(x.shape, generator=rng, dtype=torch.float32).to(x.device, x.dtype)
+
+
+def origin_margin(logits: Tensor, label: int) -> Tensor:
+    """``logits[:, label] - max_{j != label} logits[:, j]`` per row ``(B,)``: negative once the label lost."""
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"expected logits (B, K >= 2), got shape {tuple(logits.shape)}")
+    own = logits[:, label]
+    others = logits.clone()
+    others[:, label] = -math.inf
+    return own - others.max(dim=1).values
+
+
+# ---------------------------------------------------------------------- the Lightning search case
+class PopulationSearchCase(L.LightningModule):
+    """Base of a population-based test case (manual optimisation, one training step = one generation).
+
+    Args:
+        generator: the frozen latent diffusion generator (origin generation; subclasses render with it).
+        sut: the system under test.
+        origin_class: conditioning class of the origin (set per case by the campaign).
+        seed: seed of the stored initial noise (set per case by the campaign).
+        target: explicit target class; default: the origin's second most likely class (as HyNeA). Untargeted
+            methods only record it (escape ratio).
+        population_size: individuals evaluated per generation.
+        survivors: individuals kept per generation.
+        search_seed: seed of the search's own random draws; default ``seed``.
+        chunk_size: render and evaluate the population in chunks of this many individuals (memory); default all.
+    """
+
+    method_name = "population"
+
+    def __init__(
+        self,
+        generator: LatentDiffusionGenerator,
+        sut: SUT,
+        origin_class: int | None = 0,
+        seed: int = 0,
+        target: int | None = None,
+        population_size: int = 25,
+        survivors: int = 10,
+        search_seed: int | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(ignore=["generator", "sut"])  # also collects the subclass's init args
+        if not 1 <= survivors <= population_size:
+            raise ValueError(f"survivors ({survivors}) must be in [1, population_size={population_size}]")
+        self.automatic_optimization = False
+        self.generator = generator
+        self.sut = sut
+        self.population_size = population_size
+        self.survivors = survivors
+        self.search_seed = seed if search_seed is None else search_seed
+        self.chunk_size = chunk_size
+        self.sut_evals = 0
+        self.result = CaseResult()
+        self.population: Tensor | None = None  # the generation evaluated last
+        self.fitness_values: Tensor | None = None  # its fitness (P,)
+        self.best_fitness = math.inf  # best fitness seen so far
+        self.rng: torch.Generator | None = None
+        self._origin_ready = False
+        self._improved = True
+        self._best_key: tuple[float, float] = (math.inf, math.inf)
+
+    @property
+    def evals_per_step(self) -> int:
+        return self.population_size
+
+    # ------------------------------------------------------------------ case setup
+    @torch.no_grad()
+    def setup(self, stage: str) -> None:
+        """Generate the origin from the stored noise and condition (exactly as HyNeA), read the SUT, fix target."""
+        if self._origin_ready:
+            return
+        device = self.trainer.strategy.root_device if self._trainer is not None else self.generator.device
+        self.generator.to(device)
+        self.sut.to(device)
+        self.register_buffer("noise", self.generator.initial_noise(self.seed), persistent=False)
+        self.register_buffer("origin_image", self.generator.sample(self.noise, self.origin_class), persistent=False)
+        self.register_buffer("origin_output", self.sut(self.origin_image), persistent=False)
+        if self.target_class is None:
+            target = self.sut.default_target(self.origin_output)
+        else:
+            target = torch.full(self.origin_output.shape[:1], self.target_class, dtype=torch.long, device=device)
+        self.register_buffer("target", target, persistent=False)
+        self.origin_label = int(self.sut.prediction(self.origin_output)[0])
+        self.rng = torch.Generator("cpu").manual_seed(self.search_seed)
+        self.setup_search()
+        self._origin_ready = True
+
+    # The three case coordinates are plain attributes (subclasses' hparams carry them too).
+    @property
+    def seed(self) -> int:
+        return int(self.hparams.seed)
+
+    @property
+    def origin_class(self) -> int | None:
+        return self.hparams.origin_class
+
+    @property
+    def target_class(self) -> int | None:
+        return self.hparams.get("target")
+
+    def train_dataloader(self) -> DataLoader:
+        """No data: each training step is one generation."""
+        return DataLoader(range(self.trainer.max_steps if self.trainer.max_steps > 0 else 1), batch_size=None)
+
+    def configure_optimizers(self) -> None:
+        """Nothing is trained: the search changes genomes, not parameters (Lightning's no-op optimizer)."""
+        return None
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def setup_search(self) -> None:
+        """Called once the origin exists (e.g. encode the origin, measure the noise range)."""
+
+    def initial_population(self) -> Tensor:
+        raise NotImplementedError
+
+    def render(self, genomes: Tensor) -> Tensor:
+        """Genomes ``(n, ...)`` -> images ``(n, C, H, W)`` in [0, 1] (called without gradients)."""
+        raise NotImplementedError
+
+    def fitness(self, genomes: Tensor, outputs: Tensor, flipped: Tensor) -> Tensor:
+        """``(P,)`` fitness, lower is better."""
+        raise NotImplementedError
+
+    def next_generation(self, survivors: Tensor, improved: bool) -> Tensor:
+        """The next population ``(P, ...)`` from the survivors ``(S, ...)`` (best first)."""
+        raise NotImplementedError
+
+    def should_stop(self) -> bool:
+        """The method's own stop rule, checked after each generation."""
+        return False
+
+    def is_flipped(self, outputs: Tensor) -> Tensor:
+        """``(P,)`` bool; default: the SUT's prediction left the origin's label (untargeted misclassification)."""
+        return self.sut.prediction(outputs) != self.origin_label
+
+    def diagnostics(self, population: Tensor) -> dict[str, float]:
+        """Extra per-generation numbers for the history (e.g. GIFTbench's OOD diagnostics)."""
+        return {}
+
+    # ------------------------------------------------------------------ one generation
+    @torch.no_grad()
+    def evaluate(self, genomes: Tensor) -> tuple[Tensor, Tensor]:
+        """Render and evaluate every genome once; counts one SUT evaluation per individual."""
+        chunk = self.chunk_size or genomes.shape[0]
+        images, outputs = [], []
+        for part in genomes.split(chunk):
+            imgs = self.render(part)
+            outputs.append(self.sut(imgs))
+            images.append(imgs)
+            self.sut_evals += part.shape[0]
+        return torch.cat(images), torch.cat(outputs)
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict:
+        with torch.no_grad():
+            if self.population is None:
+                population = self.initial_population()
+            else:
+                order = select_survivors(self.fitness_values, self.survivors)
+                population = self.next_generation(self.population[order], self._improved)
+            if population.shape[0] != self.population_size:
+                raise RuntimeError(f"a generation has {population.shape[0]} individuals, "
+                                   f"expected {self.population_size}")
+            images, outputs = self.evaluate(population)
+            flipped = self.is_flipped(outputs)
+            fitness = self.fitness(population, outputs, flipped).float()
+            margin = self.margin(outputs)
+        generation_best = float(fitness.min())
+        self._improved = generation_best < self.best_fitness
+        self.best_fitness = min(self.best_fitness, generation_best)
+        self.population, self.fitness_values = population, fitness
+        any_flipped = bool(flipped.any())
+        self._keep_result(images, outputs, fitness, margin, flipped)
+        step = self.global_step + 1
+        entry = {"step": step, "best_fitness": generation_best, "flipped": any_flipped,
+                 "n_flipped": int(flipped.sum()), **self.diagnostics(population)}
+        self.result.history.append(entry)
+        self.log_dict({"best_fitness": generation_best, "flipped": float(any_flipped)}, prog_bar=True,
+                      on_step=True, on_epoch=False)
+        if self._trainer is not None:
+            # one generation = one optimisation step: advances ``trainer.global_step`` (``max_steps``, records)
+            self.optimizers().step()
+            if self.should_stop():
+                self.trainer.should_stop = True
+        return {"loss": torch.tensor(generation_best), "flipped": any_flipped}
+
+    def margin(self, outputs: Tensor) -> Tensor:
+        """Tie-breaker between equal fitness values: the origin label's logit margin (lower = closer to a flip)."""
+        if outputs.ndim == 2 and outputs.shape[1] >= 2:
+            return origin_margin(outputs.float(), self.origin_label)
+        return torch.zeros(outputs.shape[0], device=outputs.device)
+
+    def _keep_result(self, images: Tensor, outputs: Tensor, fitness: Tensor, margin: Tensor,
+                     flipped: Tensor) -> None:
+        """Keep the best flipped individual of the first flipping generation, else the best individual so far."""
+        result = self.result
+        if result.flipped:
+            return
+        candidates = flipped if bool(flipped.any()) else torch.ones_like(flipped)
+        fit = torch.where(candidates, fitness, torch.full_like(fitness, math.inf))
+        ties = candidates & (fit == fit.min())
+        idx = int(torch.where(ties, margin.float(), torch.full_like(margin.float(), math.inf)).argmin())
+        key = (float(fitness[idx]), float(margin[idx]))
+        is_flip = bool(flipped[idx])
+        if is_flip or key < self._best_key:
+            self._best_key = key
+            result.image, result.output = images[idx:idx + 1].detach(), outputs[idx:idx + 1].detach()
+            result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.target))
+            result.flipped, result.step = is_flip, self.global_step + 1

@@ -1,0 +1,205 @@
+"""SINVAD (Kang et al., 2020): a genetic search in an autoencoder's latent space.
+
+Operators (``../shared/REFERENCE.md``, SINVAD; the SINVAD paper, section 5): genome = the autoencoder latent of the
+origin image; population 50, 20 survive; initial population ``encode(origin) + 0.7 * N(0, 1)``; fitness infinite
+while the SUT still predicts the origin's label, else the L1 distance to the origin encoding (eq. 1); targeted
+variant infinite unless the prediction is the target (eq. 4); children by single-point crossover anywhere in z,
+mutation ``scale * N(0, 1)`` only on genes that differ from the origin encoding, then a Bernoulli(0.5) mask resets
+genes back to the origin encoding; the mutation scale (0.1) is multiplied by 0.7 when the best fitness stagnates and
+reset when it improves; the search stops when the scale falls below 1e-3.
+
+Here the autoencoder is the generator's (``generator.vae``); genomes live in the generator's *scaled* latent space
+(``(mean - shift_factor) * scaling_factor``, what :meth:`LatentDiffusionGenerator.decode` takes), where latents are
+roughly unit-variance, so SINVAD's 0.7 and 0.1 spreads keep their meaning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from baselines.search import (
+    PopulationSearchCase,
+    draw_crossover_point,
+    draw_parents,
+    randn_like_on_cpu,
+    single_point_crossover,
+)
+from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.suts import SUT
+
+INFINITE_FITNESS = math.inf  # SINVAD's code uses 999; with large latents an L1 distance can exceed 999
+
+
+# ---------------------------------------------------------------------- autoencoder conventions
+@torch.no_grad()
+def encode_genome(generator: LatentDiffusionGenerator, images: Tensor) -> Tensor:
+    """Images in [0, 1] -> the autoencoder's mean latent in the generator's scaled convention."""
+    vae = generator.vae
+    mean = vae.encode((images * 2 - 1).to(vae.device, vae.dtype)).latent_dist.mean.float()
+    shift = getattr(vae.config, "shift_factor", None)
+    if shift is not None:
+        mean = mean - shift
+    return mean * vae.config.scaling_factor
+
+
+@torch.no_grad()
+def decode_genome(generator: LatentDiffusionGenerator, genomes: Tensor) -> Tensor:
+    """Scaled latents -> images in [0, 1] (``generator.decode`` undoes scaling and shift)."""
+    return generator.decode(genomes)
+
+
+# ---------------------------------------------------------------------- pure operators
+def initial_population(z0: Tensor, size: int, spread: float, rng: torch.Generator) -> Tensor:
+    """``size`` copies of ``z0 (1, ...)`` plus ``spread * N(0, 1)``."""
+    base = z0.expand(size, *z0.shape[1:])
+    return base + spread * randn_like_on_cpu(base, rng)
+
+
+def l1_distance(genomes: Tensor, z0: Tensor) -> Tensor:
+    """``(P,)`` L1 distance of each genome to the origin encoding ``z0 (1, ...)``."""
+    return (genomes - z0).abs().reshape(genomes.shape[0], -1).sum(dim=1)
+
+
+def untargeted_fitness(predictions: Tensor, origin_label: int, distance: Tensor) -> Tensor:
+    """Eq. 1: infinite while the prediction is the origin's label, else the L1 distance."""
+    return torch.where(predictions == origin_label, torch.full_like(distance, INFINITE_FITNESS), distance)
+
+
+def targeted_fitness(predictions: Tensor, target: int, distance: Tensor) -> Tensor:
+    """Eq. 4: infinite unless the prediction is the target, else the L1 distance."""
+    return torch.where(predictions == target, distance, torch.full_like(distance, INFINITE_FITNESS))
+
+
+def differential_fitness(predictions: Tensor, probs: Tensor, reference_probs: Tensor, reference_label: int,
+                         distance: Tensor) -> Tensor:
+    """Eq. 3 (differential testing of N against N'): infinite while N predicts N''s label of the origin
+    ``c = N'(i0)``, else ``m * L1`` with ``m = 2 + N_p(i)[c] - N'_p(i)[c]``."""
+    m = 2 + probs[:, reference_label] - reference_probs[:, reference_label]
+    return torch.where(predictions == reference_label, torch.full_like(distance, INFINITE_FITNESS), m * distance)
+
+
+def flat_crossover(mother: Tensor, father: Tensor, point: int) -> Tensor:
+    """Single-point crossover anywhere in the flattened genome (shape kept)."""
+    child = single_point_crossover(mother.reshape(-1), father.reshape(-1), point, dim=0)
+    return child.reshape(mother.shape)
+
+
+def masked_mutation(child: Tensor, origin: Tensor, scale: float, rng: torch.Generator) -> Tensor:
+    """Add ``scale * N(0, 1)`` only on genes that differ from the origin encoding."""
+    mask = (child != origin).to(child.dtype)
+    return child + scale * randn_like_on_cpu(child, rng) * mask
+
+
+def reset_mask(shape: torch.Size | tuple[int, ...], rng: torch.Generator, p: float = 0.5) -> Tensor:
+    """Bernoulli(p) mask: 1 where a gene is reset to the origin encoding."""
+    return torch.bernoulli(torch.full(tuple(shape), p), generator=rng)
+
+
+def apply_reset(child: Tensor, origin: Tensor, mask: Tensor) -> Tensor:
+    """``mask * origin + (1 - mask) * child``."""
+    mask = mask.to(child.device, child.dtype)
+    return mask * origin + (1 - mask) * child
+
+
+def update_scale(scale: float, base_scale: float, improved: bool, decay: float = 0.7) -> float:
+    """Reset to ``base_scale`` when the best fitness improved, else multiply by ``decay``."""
+    return base_scale if improved else scale * decay
+
+
+def should_stop(scale: float, min_scale: float = 1e-3) -> bool:
+    """SINVAD stops once the mutation scale falls below ``min_scale``."""
+    return scale < min_scale
+
+
+# ---------------------------------------------------------------------- the case
+class SINVADCase(PopulationSearchCase):
+    """One SINVAD test case: genome = the generator autoencoder's latent of the origin image.
+
+    Args:
+        generator, sut, origin_class, seed, target, population_size, survivors, search_seed, chunk_size: see
+            :class:`baselines.search.PopulationSearchCase`.
+        targeted: eq. 4 (flip = the prediction is ``target``) instead of eq. 1 (flip = the prediction changed).
+        initial_spread: std of the initial population around the origin encoding.
+        mutation_scale: initial (and reset) mutation scale.
+        decay: factor on the mutation scale when the best fitness stagnates.
+        min_scale: stop when the mutation scale falls below it.
+        reset_probability: Bernoulli probability of resetting a gene to the origin encoding.
+    """
+
+    method_name = "sinvad"
+
+    def __init__(
+        self,
+        generator: LatentDiffusionGenerator,
+        sut: SUT,
+        origin_class: int | None = 0,
+        seed: int = 0,
+        target: int | None = None,
+        targeted: bool = False,
+        population_size: int = 50,
+        survivors: int = 20,
+        initial_spread: float = 0.7,
+        mutation_scale: float = 0.1,
+        decay: float = 0.7,
+        min_scale: float = 1e-3,
+        reset_probability: float = 0.5,
+        search_seed: int | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
+                         population_size=population_size, survivors=survivors, search_seed=search_seed,
+                         chunk_size=chunk_size)
+        self.targeted = targeted
+        self.initial_spread = initial_spread
+        self.base_scale = mutation_scale
+        self.scale = mutation_scale
+        self.decay = decay
+        self.min_scale = min_scale
+        self.reset_probability = reset_probability
+        if targeted:
+            self.method_name = "sinvad-targeted"
+
+    def setup_search(self) -> None:
+        self.register_buffer("origin_genome", encode_genome(self.generator, self.origin_image), persistent=False)
+
+    def initial_population(self) -> Tensor:
+        return initial_population(self.origin_genome, self.population_size, self.initial_spread, self.rng)
+
+    def render(self, genomes: Tensor) -> Tensor:
+        return decode_genome(self.generator, genomes)
+
+    def is_flipped(self, outputs: Tensor) -> Tensor:
+        predictions = self.sut.prediction(outputs)
+        if self.targeted:
+            return predictions == self.target[0]
+        return predictions != self.origin_label
+
+    def fitness(self, genomes: Tensor, outputs: Tensor, flipped: Tensor) -> Tensor:
+        predictions = self.sut.prediction(outputs)
+        distance = l1_distance(genomes.float(), self.origin_genome.float())
+        if self.targeted:
+            return targeted_fitness(predictions, int(self.target[0]), distance)
+        return untargeted_fitness(predictions, self.origin_label, distance)
+
+    def next_generation(self, survivors: Tensor, improved: bool) -> Tensor:
+        self.scale = update_scale(self.scale, self.base_scale, improved, self.decay)
+        origin = self.origin_genome[0]
+        children = []
+        for _ in range(self.population_size - survivors.shape[0]):
+            i, j = draw_parents(survivors.shape[0], self.rng)
+            point = draw_crossover_point(survivors[0].numel(), self.rng)
+            child = flat_crossover(survivors[i], survivors[j], point)
+            child = masked_mutation(child, origin, self.scale, self.rng)
+            child = apply_reset(child, origin, reset_mask(child.shape, self.rng, self.reset_probability))
+            children.append(child)
+        return torch.cat([survivors, torch.stack(children)]) if children else survivors
+
+    def should_stop(self) -> bool:
+        # the scale the next generation would use: SINVAD checks it after updating it at the end of a generation
+        return should_stop(update_scale(self.scale, self.base_scale, self._improved, self.decay), self.min_scale)
+
+    def diagnostics(self, population: Tensor) -> dict[str, float]:
+        return {"mutation_scale": self.scale}
