@@ -1,6 +1,19 @@
 """Systems under test: frozen models with their preprocessing and task semantics."""
 
 from hynea_pl.suts.base import SUT, Preprocess, load_state_dict
+from hynea_pl.suts.binary import CELEBA_ATTRIBUTES, BinaryAttributeSUT
 from hynea_pl.suts.classifier import ClassifierSUT
+from hynea_pl.suts.pretrained import PretrainedClassifierSUT, imagenet_preprocess, pretrained_classifier
 
-__all__ = ["SUT", "ClassifierSUT", "Preprocess", "load_state_dict"]
+
+def __getattr__(name: str):
+    # The detector imports ultralytics lazily (it is heavy and must come after hynea_pl's offline defaults).
+    if name in ("YOLODetectorSUT", "load_yolo"):
+        from hynea_pl.suts import detector
+
+        return getattr(detector, name)
+    raise AttributeError(f"module 'hynea_pl.suts' has no attribute {name!r}")
+
+
+__all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "PretrainedClassifierSUT", "Preprocess",
+           "YOLODetectorSUT", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]

@@ -1,0 +1,130 @@
+"""Multi-label binary SUT (e.g. CelebA: 40 attribute logits): flip one tested attribute, keep the others.
+
+Semantics (HyNeA paper eqs. 5 and 10, REFERENCE.md):
+
+- target: the tested attribute index per batch item ``(B,)``;
+- control signal and BCE targets: the origin's attribute decisions as 0/1 (``logit > 0`` -> 1; a logit of exactly
+  0 counts as negative) with the tested attribute inverted, ``(B, K)``; ``control: signed`` gives the same as
+  -1/+1 for the projector (the BCE targets stay 0/1);
+- behaviour loss: ``binary_cross_entropy_with_logits`` of the current logits toward those targets, averaged over
+  all K attributes and the batch (``all_attributes: false``: only the tested logit);
+- flip: the tested logit's sign differs from the origin's (``(logit > 0)`` changes).
+
+The loss and the flip criterion need the origin's decisions, but the ``SUT`` interface passes only
+``(output, target)``: the SUT remembers the origin output whenever ``default_target`` or ``control_signal``
+sees one (HyNeA's case setup always calls ``control_signal``), and ``behaviour_loss`` / ``is_flipped`` also take
+an explicit ``origin_output=`` that wins over the remembered one.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hynea_pl.suts.base import SUT, Preprocess
+
+CELEBA_ATTRIBUTES = [
+    "5_o_Clock_Shadow", "Arched_Eyebrows", "Attractive", "Bags_Under_Eyes", "Bald", "Bangs", "Big_Lips", "Big_Nose",
+    "Black_Hair", "Blond_Hair", "Blurry", "Brown_Hair", "Bushy_Eyebrows", "Chubby", "Double_Chin", "Eyeglasses",
+    "Goatee", "Gray_Hair", "Heavy_Makeup", "High_Cheekbones", "Male", "Mouth_Slightly_Open", "Mustache",
+    "Narrow_Eyes", "No_Beard", "Oval_Face", "Pale_Skin", "Pointy_Nose", "Receding_Hairline", "Rosy_Cheeks",
+    "Sideburns", "Smiling", "Straight_Hair", "Wavy_Hair", "Wearing_Earrings", "Wearing_Hat", "Wearing_Lipstick",
+    "Wearing_Necklace", "Wearing_Necktie", "Young",
+]
+
+
+class BinaryAttributeSUT(SUT):
+    """A multi-label model ``images (B, C, H, W) in [0, 1] -> logits (B, K)`` tested on one attribute.
+
+    ``attribute``: the tested logit's index, or a name from ``attribute_names`` (default: the 40 CelebA attributes
+    in the dataset's order, e.g. ``Smiling`` = 31). ``control``: ``"binary"`` (0/1, the default, the BCE targets
+    themselves) or ``"signed"`` (-1/+1).
+    """
+
+    task = "binary"
+
+    def __init__(self, model: nn.Module, attribute: int | str = 31, weights: str | None = None,
+                 preprocess: Preprocess | None = None, strict: bool = True, control: str = "binary",
+                 all_attributes: bool = True, attribute_names: list[str] | None = None) -> None:
+        super().__init__(model, weights=weights, preprocess=preprocess)
+        names = list(attribute_names) if attribute_names is not None else list(CELEBA_ATTRIBUTES)
+        if isinstance(attribute, str):
+            if attribute not in names:
+                raise ValueError(f"unknown attribute {attribute!r}; known: {', '.join(names)}")
+            attribute = names.index(attribute)
+        if control not in ("binary", "signed"):
+            raise ValueError(f"control must be 'binary' or 'signed', got {control!r}")
+        self.attribute = int(attribute)
+        self.attribute_names = names
+        self.control = control
+        self.all_attributes = all_attributes
+        self._origin_output: torch.Tensor | None = None
+
+    # --- origin bookkeeping ---------------------------------------------------------------------------
+    def remember_origin(self, origin_output: torch.Tensor) -> None:
+        """Keep the origin logits ``(B, K)`` for ``behaviour_loss`` / ``is_flipped``."""
+        self._origin_output = origin_output.detach()
+
+    def _origin(self, output: torch.Tensor, origin_output: torch.Tensor | None) -> torch.Tensor:
+        origin = origin_output if origin_output is not None else self._origin_output
+        if origin is None:
+            raise RuntimeError("BinaryAttributeSUT needs the origin output: call control_signal / default_target / "
+                               "remember_origin with it first, or pass origin_output=")
+        if origin.shape[-1] != output.shape[-1] or origin.shape[0] not in (1, output.shape[0]):
+            raise ValueError(f"origin output {tuple(origin.shape)} does not match output {tuple(output.shape)}")
+        return origin.to(output.device).expand_as(output)
+
+    def _check(self, output: torch.Tensor) -> None:
+        if output.ndim != 2 or not 0 <= self.attribute < output.shape[-1]:
+            raise ValueError(f"expected logits (B, K) with K > attribute {self.attribute}, got {tuple(output.shape)}")
+
+    # --- task semantics -------------------------------------------------------------------------------
+    def prediction(self, output: torch.Tensor) -> torch.Tensor:
+        """The tested attribute's decision ``(B,)``: 1 when its logit is > 0."""
+        return (output[:, self.attribute] > 0).long()
+
+    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
+        """The configured attribute index for each item ``(B,)``."""
+        self._check(origin_output)
+        self.remember_origin(origin_output)
+        return torch.full(origin_output.shape[:1], self.attribute, dtype=torch.long, device=origin_output.device)
+
+    def bce_targets(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Origin decisions as 0/1 ``(B, K)`` with each item's target attribute inverted."""
+        signs = (origin_output > 0).to(origin_output.dtype)
+        index = target.to(origin_output.device).long().view(-1, 1)
+        flipped = 1 - signs.gather(1, index)
+        return signs.scatter(1, index, flipped)
+
+    def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The BCE targets ``(B, K)``: 0/1, or -1/+1 with ``control: signed``."""
+        self._check(origin_output)
+        self.remember_origin(origin_output)
+        targets = self.bce_targets(origin_output, target)
+        return targets * 2 - 1 if self.control == "signed" else targets
+
+    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor,
+                       origin_output: torch.Tensor | None = None) -> torch.Tensor:
+        """BCE with logits toward the origin's decisions with the target attribute inverted (paper eq. 5)."""
+        targets = self.bce_targets(self._origin(output, origin_output), target)
+        if self.all_attributes:
+            return F.binary_cross_entropy_with_logits(output, targets)
+        index = target.to(output.device).long().view(-1, 1)
+        return F.binary_cross_entropy_with_logits(output.gather(1, index), targets.gather(1, index))
+
+    def is_flipped(self, output: torch.Tensor, target: torch.Tensor,
+                   origin_output: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B,)`` bool: the target attribute's logit sign differs from the origin's (paper eq. 10)."""
+        origin = self._origin(output, origin_output)
+        index = target.to(output.device).long().view(-1, 1)
+        return ((output.gather(1, index) > 0) != (origin.gather(1, index) > 0)).view(-1)
+
+    def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
+        """Every origin is a test case (the paper's CelebA origins are unconditional); with ``condition`` 0 or 1,
+        only origins whose tested attribute decision equals it (e.g. 1: test only faces predicted as smiling)."""
+        if condition is None:
+            return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
+        if condition not in (0, 1):
+            raise ValueError(f"a binary SUT's condition is the tested attribute's decision, 0 or 1, got {condition}")
+        return self.prediction(origin_output) == int(condition)

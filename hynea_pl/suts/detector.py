@@ -1,0 +1,175 @@
+"""One-stage detector SUT (ultralytics YOLOv8): differentiable top-k detections from the raw pre-NMS outputs.
+
+``forward(images (B, C, H, W) in [0, 1]) -> logits (B, k, nc)`` (k = ``top_k`` = 5 by default):
+
+- the images are resized to ``imgsz x imgsz`` (bilinear, antialiased; no letterbox: the generator's square image is
+  the whole scene), RGB, [0, 1] -- what ultralytics feeds its models;
+- the torch module (``YOLO(...).model``, a ``DetectionModel``) runs in eval mode and returns ``(y, preds)``;
+  ``preds["scores"]`` ``(B, nc, N)`` are the **raw class logits** of all N anchor candidates (ultralytics'
+  confidences are their sigmoid, ``y[:, 4:]``);
+- candidates are ranked by their maximum class confidence (max sigmoid = sigmoid of the max logit, so ranking
+  by the max logit is the same) and the top k are kept, most confident first. The output is their raw logits:
+  the selection indices carry no gradient, the selected logits do, so gradients reach the input image.
+
+Task semantics (paper eqs. 6, 11, 15; REFERENCE.md):
+
+- target: the class to suppress ``(B,)``: ``class_id`` when configured, else the argmax class of the origin's most
+  confident detection;
+- "runner-up" class of a detection: its most likely class other than the target (``exclude_target: true``, the
+  default). For a detection that predicts the target this is exactly its second most likely class; for one that
+  already predicts another class it is that class (so the loss never pushes a detection *toward* the suppressed
+  class, which the literal "second most likely class" would do when the target ranks second).
+  ``exclude_target: false`` gives the literal second most likely class;
+- behaviour loss: mean cross entropy (softmax over classes) of the current top-k detections toward their runner-up
+  classes, which are read from the current (detached) output, because the top-k set changes during optimisation;
+- flip: no top-k detection's argmax is the target class;
+- control: one-hot of each origin top-k detection's runner-up class, ``(B, nc, k)`` (classes first, for the control
+  projector's Conv1d-over-classes branch);
+- :meth:`YOLODetectorSUT.confidence_reduction`: mean over batch and detections of the drop in the class' confidence.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hynea_pl.paths import resolve_path
+from hynea_pl.suts.base import SUT, Preprocess
+
+
+def load_yolo(model: str | nn.Module, nc: int | None = None) -> nn.Module:
+    """The ultralytics ``DetectionModel`` of a ``.pt`` checkpoint (local path), or untrained from a ``.yaml``
+    (a local file or an ultralytics built-in config name such as ``yolov8n.yaml``; ``nc`` overrides its classes)."""
+    if isinstance(model, nn.Module):
+        return model
+    text = str(model)
+    if text.endswith((".yaml", ".yml")):
+        from ultralytics.nn.tasks import DetectionModel
+
+        return DetectionModel(text, nc=nc, verbose=False)
+    path = resolve_path(text)
+    if not path.is_file():  # ultralytics would try to download a missing asset: fail here instead
+        raise FileNotFoundError(f"YOLO checkpoint not found: {path}")
+    from ultralytics.nn.tasks import load_checkpoint
+
+    detector, _ = load_checkpoint(str(path))
+    return detector.float()
+
+
+def _class_logits(raw) -> torch.Tensor:
+    """Raw class logits ``(B, nc, N)`` from a DetectionModel's eval output."""
+    if isinstance(raw, (tuple, list)) and len(raw) == 2 and isinstance(raw[1], dict) and "scores" in raw[1]:
+        return raw[1]["scores"]
+    y = raw[0] if isinstance(raw, (tuple, list)) else raw
+    if not torch.is_tensor(y) or y.ndim != 3:  # pragma: no cover - other ultralytics layouts
+        raise TypeError("unsupported YOLO output: expected (y, {'scores': ...}) or y (B, 4 + nc, N)")
+    return torch.logit(y[:, 4:].clamp(1e-6, 1 - 1e-6))
+
+
+class YOLODetectorSUT(SUT):
+    """An ultralytics YOLOv8 detector under test; see the module docstring.
+
+    ``model``: a ``.pt`` path, a ``.yaml`` (untrained; ``nc`` sets its classes) or a ``DetectionModel``.
+    ``weights``: optional state dict to load into it. ``imgsz``: input size, a multiple of the largest stride (32).
+    """
+
+    task = "detection"
+
+    def __init__(self, model: str | nn.Module = "yolov8n.pt", imgsz: int = 640, class_id: int | None = None,
+                 top_k: int = 5, nc: int | None = None, weights: str | None = None, strict: bool = True,
+                 exclude_target: bool = True) -> None:
+        detector = load_yolo(model, nc=nc)
+        stride = int(max(getattr(detector, "stride", torch.tensor([32.0])).tolist()))
+        if imgsz % stride:
+            raise ValueError(f"imgsz must be a multiple of the model stride {stride}, got {imgsz}")
+        super().__init__(detector, weights=weights, preprocess=Preprocess(size=imgsz, channels=3), strict=strict)
+        self.imgsz = imgsz
+        self.class_id = class_id
+        self.top_k = top_k
+        self.exclude_target = exclude_target
+        self.names = dict(getattr(detector, "names", {}) or {})
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.model.nc) if hasattr(self.model, "nc") else len(self.names)
+
+    # --- forward ------------------------------------------------------------------------------------
+    def candidate_logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Raw class logits of all pre-NMS candidates ``(B, nc, N)``."""
+        return _class_logits(self.model(self.preprocess(images)))
+
+    def detect(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Top-k detections: ``logits`` (B, k, nc), ``indices`` (B, k) into the N candidates, ``boxes`` (B, k, 4)
+        as xywh in ``imgsz`` pixels."""
+        raw = self.model(self.preprocess(images))
+        scores = _class_logits(raw)
+        if scores.shape[-1] < self.top_k:
+            raise ValueError(f"the detector has {scores.shape[-1]} candidates, fewer than top_k={self.top_k}")
+        indices = scores.amax(1).topk(self.top_k, dim=-1).indices  # (B, k), most confident first
+        logits = scores.transpose(1, 2).gather(1, indices.unsqueeze(-1).expand(-1, -1, scores.shape[1]))
+        y = raw[0] if isinstance(raw, (tuple, list)) else raw
+        boxes = y[:, :4].transpose(1, 2).gather(1, indices.unsqueeze(-1).expand(-1, -1, 4))
+        return {"logits": logits, "indices": indices, "boxes": boxes}
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.detect(images)["logits"]
+
+    # --- task semantics -------------------------------------------------------------------------------
+    def prediction(self, output: torch.Tensor) -> torch.Tensor:
+        """The class of the most confident detection ``(B,)``."""
+        best = output.amax(-1).argmax(-1)  # the most confident of the k (the first, as forward sorts them)
+        return output[torch.arange(output.shape[0], device=output.device), best].argmax(-1)
+
+    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
+        """The class to suppress ``(B,)``: ``class_id``, else the origin's most confident detection's class."""
+        if self.class_id is not None:
+            return torch.full(origin_output.shape[:1], int(self.class_id), dtype=torch.long,
+                              device=origin_output.device)
+        return self.prediction(origin_output)
+
+    def runner_up(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Each detection's runner-up class ``(B, k)`` (see the module docstring)."""
+        output = output.detach()
+        if not self.exclude_target:
+            return output.topk(2, dim=-1).indices[..., 1]
+        index = target.to(output.device).long().view(-1, 1, 1).expand(-1, output.shape[1], 1)
+        return output.scatter(-1, index, float("-inf")).argmax(-1)
+
+    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross entropy of the k detections ``(B, k, nc)`` toward their runner-up classes (paper eq. 6)."""
+        labels = self.runner_up(output, target)
+        return F.cross_entropy(output.flatten(0, 1), labels.flatten())
+
+    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: no top-k detection predicts the target class."""
+        return (output.argmax(-1) != target.to(output.device).view(-1, 1)).all(-1)
+
+    def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """One-hot of each origin detection's runner-up class, classes first ``(B, nc, k)``."""
+        labels = self.runner_up(origin_output, target)
+        return F.one_hot(labels, origin_output.shape[-1]).to(origin_output.dtype).transpose(1, 2)
+
+    def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
+        """With a ``condition`` class: it is the argmax of at least one top-k detection (paper 4.5)."""
+        if condition is None:
+            return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
+        return (origin_output.argmax(-1) == int(condition)).any(-1)
+
+    @staticmethod
+    def confidence_reduction(origin_output: torch.Tensor, result_output: torch.Tensor,
+                             class_id: int | torch.Tensor, logits: bool = False) -> torch.Tensor:
+        """Paper eq. 15: mean over batch and detections of ``origin[..., c] - result[..., c]`` (scalar).
+
+        Compares the class' confidences (sigmoid of the logits, as ultralytics reports them) by default;
+        ``logits=True`` compares the raw logits. ``class_id``: an int or one per item ``(B,)``.
+        """
+        c = torch.as_tensor(class_id, device=origin_output.device).long().view(-1, 1, 1)
+        before = origin_output.gather(-1, c.expand(origin_output.shape[0], origin_output.shape[1], 1))
+        after = result_output.gather(-1, c.expand(result_output.shape[0], result_output.shape[1], 1))
+        if not logits:
+            before, after = before.sigmoid(), after.sigmoid()
+        return (before - after).mean()
+
+
+__all__ = ["YOLODetectorSUT", "load_yolo"]
