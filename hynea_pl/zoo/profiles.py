@@ -51,7 +51,7 @@ class DenoiserConfig:
     num_train_timesteps: int = 1000
     beta_schedule: str = "squaredcos_cap_v2"
     lr: float = 1.5e-3
-    max_steps: int = 900
+    max_steps: int = 800
     batch_size: int = 128
     label_dropout: float = 0.1
     snr_gamma: float = 5.0
