@@ -71,6 +71,10 @@ def quiet_lightning_info() -> None:
 
 def fit(args: list[str]) -> dict:
     quiet_lightning_info()
+    # frozen generator and SUT stay in eval mode on purpose; Lightning warns about it at every fit
+    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
+    # lightning 2.6 calls a torch pytree API that torch 2.14 deprecates; nothing for users to act on
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
         cli = CampaignCLI(args=args)
