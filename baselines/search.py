@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 
 from hynea_pl.generators import LatentDiffusionGenerator
 from hynea_pl.methods import CaseResult
+from hynea_pl.methods.origin import register_origin
 from hynea_pl.suts import SUT
 
 
@@ -142,17 +143,7 @@ class PopulationSearchCase(L.LightningModule):
         """Generate the origin from the stored noise and condition (exactly as HyNeA), read the SUT, fix target."""
         if self._origin_ready:
             return
-        device = self.trainer.strategy.root_device if self._trainer is not None else self.generator.device
-        self.generator.to(device)
-        self.sut.to(device)
-        self.register_buffer("noise", self.generator.initial_noise(self.seed), persistent=False)
-        self.register_buffer("origin_image", self.generator.sample(self.noise, self.origin_class), persistent=False)
-        self.register_buffer("origin_output", self.sut(self.origin_image), persistent=False)
-        if self.target_class is None:
-            target = self.sut.default_target(self.origin_output)
-        else:
-            target = torch.full(self.origin_output.shape[:1], self.target_class, dtype=torch.long, device=device)
-        self.register_buffer("target", target, persistent=False)
+        register_origin(self, self.seed, self.origin_class, self.target_class)
         self.origin_label = int(self.sut.prediction(self.origin_output)[0])
         self.rng = torch.Generator("cpu").manual_seed(self.search_seed)
         self.setup_search()

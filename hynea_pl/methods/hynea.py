@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 
 from hynea_pl.generators import LatentDiffusionGenerator
 from hynea_pl.hypernets import ControlProjector
+from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.schedules import safe_pct_start
 from hynea_pl.suts import SUT
@@ -83,19 +84,10 @@ class HyNeACase(L.LightningModule):
         """Generate the origin from the stored noise and condition, read the SUT, fix target and control."""
         if self.projector is not None:
             return
-        device = self.trainer.strategy.root_device if self._trainer is not None else self.generator.device
-        self.generator.to(device)
-        self.sut.to(device)
-        self.register_buffer("noise", self.generator.initial_noise(self.hparams.seed), persistent=False)
-        self.register_buffer("origin_image", self.generator.sample(self.noise, self.hparams.origin_class),
-                             persistent=False)
-        self.register_buffer("origin_output", self.sut(self.origin_image), persistent=False)
-        if self.hparams.target is None:
-            target = self.sut.default_target(self.origin_output)
-        else:
-            target = torch.full(self.origin_output.shape[:1], self.hparams.target, dtype=torch.long, device=device)
-        self.register_buffer("target", target, persistent=False)
-        self.register_buffer("control", self.sut.control_signal(self.origin_output, target), persistent=False)
+        hp = self.hparams
+        register_origin(self, hp.seed, hp.origin_class, hp.target)
+        device = self.origin_image.device
+        self.register_buffer("control", self.sut.control_signal(self.origin_output, self.target), persistent=False)
         self.projector = ControlProjector(self.control.shape[1:], self.generator.latent_shape).to(device)
 
     def train_dataloader(self) -> DataLoader:
