@@ -27,7 +27,7 @@ from baselines.search import (
     randn_like_on_cpu,
     single_point_crossover,
 )
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.suts import SUT
 
 PERT_FACTORS = {"low": 1e-4, "high": 1e-3}
@@ -120,7 +120,7 @@ class GIFTbenchCase(PopulationSearchCase):
 
     def __init__(
         self,
-        generator: LatentDiffusionGenerator,
+        generator: DiffusionGenerator,
         sut: SUT,
         origin_class: int | None = 0,
         seed: int = 0,

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods import CaseResult
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.suts import SUT
@@ -102,7 +102,7 @@ class PopulationSearchCase(L.LightningModule):
 
     def __init__(
         self,
-        generator: LatentDiffusionGenerator,
+        generator: DiffusionGenerator,
         sut: SUT,
         origin_class: int | None = 0,
         seed: int = 0,

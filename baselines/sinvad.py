@@ -9,7 +9,7 @@ genes back to the origin encoding; the mutation scale (0.1) is multiplied by 0.7
 reset when it improves; the search stops when the scale falls below 1e-3.
 
 Here the autoencoder is the generator's (``generator.vae``); genomes live in the generator's *scaled* latent space
-(``(mean - shift_factor) * scaling_factor``, what :meth:`LatentDiffusionGenerator.decode` takes), where latents are
+(``(mean - shift_factor) * scaling_factor``, what :meth:`DiffusionGenerator.decode` takes), where latents are
 roughly unit-variance, so SINVAD's 0.7 and 0.1 spreads keep their meaning.
 """
 
@@ -27,7 +27,7 @@ from baselines.search import (
     randn_like_on_cpu,
     single_point_crossover,
 )
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.suts import SUT
 
 INFINITE_FITNESS = math.inf  # SINVAD's code uses 999; with large latents an L1 distance can exceed 999
@@ -35,18 +35,13 @@ INFINITE_FITNESS = math.inf  # SINVAD's code uses 999; with large latents an L1 
 
 # ---------------------------------------------------------------------- autoencoder conventions
 @torch.no_grad()
-def encode_genome(generator: LatentDiffusionGenerator, images: Tensor) -> Tensor:
-    """Images in [0, 1] -> the autoencoder's mean latent in the generator's scaled convention."""
-    vae = generator.vae
-    mean = vae.encode((images * 2 - 1).to(vae.device, vae.dtype)).latent_dist.mean.float()
-    shift = getattr(vae.config, "shift_factor", None)
-    if shift is not None:
-        mean = mean - shift
-    return mean * vae.config.scaling_factor
+def encode_genome(generator: DiffusionGenerator, images: Tensor) -> Tensor:
+    """Images in [0, 1] -> the autoencoder's latent in the generator's scaled convention (``generator.encode``)."""
+    return generator.encode(images)
 
 
 @torch.no_grad()
-def decode_genome(generator: LatentDiffusionGenerator, genomes: Tensor) -> Tensor:
+def decode_genome(generator: DiffusionGenerator, genomes: Tensor) -> Tensor:
     """Scaled latents -> images in [0, 1] (``generator.decode`` undoes scaling and shift)."""
     return generator.decode(genomes)
 
@@ -133,7 +128,7 @@ class SINVADCase(PopulationSearchCase):
 
     def __init__(
         self,
-        generator: LatentDiffusionGenerator,
+        generator: DiffusionGenerator,
         sut: SUT,
         origin_class: int | None = 0,
         seed: int = 0,

@@ -46,8 +46,8 @@ def test_encode_condition():
     assert torch.equal(cond, emb(torch.tensor([1, 2])))
     cond, _ = gen.encode_condition(torch.tensor([4]), batch=3)
     assert torch.equal(cond, emb(torch.tensor([4, 4, 4])))
-    cond, uncond = gen.encode_condition(None, batch=1)
-    assert torch.equal(cond, uncond) and torch.equal(cond, emb(torch.tensor([10])))
+    cond, uncond = gen.encode_condition(None, batch=1)  # unconditional: the null class, no guidance
+    assert uncond is None and torch.equal(cond, emb(torch.tensor([10])))
     with pytest.raises(ValueError, match="does not match"):
         gen.encode_condition(torch.tensor([1, 2]), batch=3)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.suts import SUT
 
 #: Seeds of class ``c`` start at ``seed + c * CLASS_SEED_STRIDE``, so classes never share an initial noise.
@@ -53,7 +53,7 @@ def case_id(origin_class: int, index: int) -> str:
 
 
 @torch.no_grad()
-def iter_cases(selection: CaseSelection, generator: LatentDiffusionGenerator, sut: SUT) -> Iterator[TestCase]:
+def iter_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT) -> Iterator[TestCase]:
     """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
 
     Seeds rejected for one case are never reused by the next. A case whose ``max_seed_tries`` seeds are all

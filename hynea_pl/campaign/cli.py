@@ -10,7 +10,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.campaign.runner import RunOutput, run_campaign
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import SUT
 
@@ -45,7 +45,7 @@ class CampaignCLI(LightningCLI):
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_subclass_arguments(LatentDiffusionGenerator, "generator", required=True,
+        parser.add_subclass_arguments(DiffusionGenerator, "generator", required=True,
                                       help="The frozen generator (class_path + init_args).")
         parser.add_subclass_arguments(SUT, "sut", required=True,
                                       help="The system under test (class_path + init_args).")

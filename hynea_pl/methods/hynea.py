@@ -8,7 +8,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
-from hynea_pl.generators import LatentDiffusionGenerator
+from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.hypernets import ControlProjector
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
@@ -56,7 +56,7 @@ class HyNeACase(L.LightningModule):
 
     def __init__(
         self,
-        generator: LatentDiffusionGenerator,
+        generator: DiffusionGenerator,
         sut: SUT,
         origin_class: int | None = 0,
         seed: int = 0,

@@ -1,0 +1,240 @@
+"""The frozen diffusion generator every method steers: stored noise + condition (+ HyperNet, control) -> image.
+
+:class:`DiffusionGenerator` owns what all denoiser families share: the scheduler loop, classifier-free guidance
+batching, gradient checkpointing of every model call, truncated back-propagation, bf16 autocast, ``channels_last``,
+the autoencoder's decode/encode and the seeded initial noise. A family (class-conditional UNet, text-conditional
+UNet, unconditional UNet + VQ, DiT) only says how a condition becomes model inputs (:meth:`encode_condition`), how
+one model call runs with the HyperNet's residuals (:meth:`model_output`) and which HyperNet fits it
+(:meth:`make_hypernet`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any
+
+import torch
+from diffusers import DDIMScheduler
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class DiffusionGenerator(nn.Module):
+    """Frozen latent diffusion model; the sampling chain is differentiable w.r.t. a HyperNet and its control.
+
+    Args:
+        denoiser: the noise-prediction network (a diffusers UNet or transformer); frozen.
+        vae: the autoencoder (``AutoencoderKL`` or ``VQModel``); latents are divided by
+            ``vae.config.scaling_factor`` (and shifted by ``shift_factor``) before decoding.
+        scheduler: any diffusers scheduler with ``set_timesteps`` / ``scale_model_input`` / ``step``;
+            default ``DDIMScheduler()``.
+        num_inference_steps: sampling steps.
+        guidance_scale: classifier-free guidance scale (off at ``<= 1`` or when the family has no null condition).
+        eta: DDIM eta (passed to schedulers whose ``step`` takes it).
+        checkpoint_steps: wrap every model call of the chain and the decoder in
+            ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` when gradients are on: activation memory
+            stays flat in the number of steps, at the cost of one more forward per call.
+        grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` sampling
+            steps (the earlier ones run without autograd); ``None``: through every step.
+        autocast_dtype: ``"bfloat16"`` / ``"float16"``: run model calls under ``torch.autocast``; ``None``: off.
+        channels_last: convert the denoiser and autoencoder to ``torch.channels_last`` memory format.
+    """
+
+    def __init__(
+        self,
+        denoiser: nn.Module,
+        vae: nn.Module,
+        scheduler: Any | None = None,
+        num_inference_steps: int = 20,
+        guidance_scale: float = 1.0,
+        eta: float = 0.0,
+        checkpoint_steps: bool = True,
+        grad_steps: int | None = None,
+        autocast_dtype: str | None = None,
+        channels_last: bool = False,
+    ) -> None:
+        super().__init__()
+        if grad_steps is not None and grad_steps < 1:
+            raise ValueError(f"grad_steps must be >= 1 (or None for every step), got {grad_steps}")
+        if autocast_dtype is not None and autocast_dtype not in AUTOCAST_DTYPES:
+            raise ValueError(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or null, got {autocast_dtype!r}")
+        self.vae = vae
+        self.scheduler = scheduler if scheduler is not None else DDIMScheduler()
+        self.num_inference_steps = num_inference_steps
+        self.guidance_scale = guidance_scale
+        self.eta = eta
+        self.checkpoint_steps = checkpoint_steps
+        self.grad_steps = grad_steps
+        self.autocast_dtype = autocast_dtype
+        self.channels_last = channels_last
+        if channels_last:
+            denoiser.to(memory_format=torch.channels_last)
+            vae.to(memory_format=torch.channels_last)
+        self.requires_grad_(False)
+
+    # ------------------------------------------------------------------ what a family defines
+    @property
+    def denoiser(self) -> nn.Module:
+        """The noise-prediction network."""
+        raise NotImplementedError
+
+    def encode_condition(self, condition: Any, batch: int) -> tuple[Any, Any | None]:
+        """A condition -> ``(cond, uncond)`` model inputs for a batch; ``uncond`` is ``None`` when the family has
+        no null condition (then guidance is off)."""
+        raise NotImplementedError
+
+    def model_output(self, model_input: Tensor, t: Tensor, states: Any, control: Tensor | None,
+                     hypernet: nn.Module | None) -> Tensor:
+        """One call of the frozen denoiser (HyperNet residuals added) on ``model_input (N, C, h, w)``, ``N = 2B``
+        under guidance; returns the scheduler's model output ``(N, C, h, w)``."""
+        raise NotImplementedError
+
+    def combine_states(self, cond: Any, uncond: Any) -> Any:
+        """Model inputs of a guided call: unconditional half first (tensors are concatenated on dim 0)."""
+        return torch.cat([uncond, cond])
+
+    def guide(self, output: Tensor) -> Tensor:
+        """Classifier-free guidance on a doubled output ``(2B, ...)`` -> ``(B, ...)``."""
+        uncond, cond = output.chunk(2)
+        return uncond + self.guidance_scale * (cond - uncond)
+
+    def make_hypernet(self) -> nn.Module:
+        """A fresh, trainable, zero-initialised HyperNet for this denoiser (it changes nothing yet)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ frozen module behaviour
+    def train(self, mode: bool = True) -> DiffusionGenerator:
+        """The generator is frozen: it stays in eval mode whatever the caller (e.g. Lightning) asks for."""
+        return super().train(False)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.denoiser.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.denoiser.parameters()).dtype
+
+    @property
+    def latent_shape(self) -> tuple[int, int, int]:
+        """``(C, h, w)`` of the denoiser's input latents (from its config's ``in_channels`` / ``sample_size``)."""
+        config = self.denoiser.config
+        size = config.sample_size
+        h, w = (size, size) if isinstance(size, int) else tuple(size)
+        return (config.in_channels, h, w)
+
+    def initial_noise(self, seed: int) -> Tensor:
+        """``(1, C, h, w)`` float32 standard normal noise, drawn on CPU (identical on every device)."""
+        gen = torch.Generator("cpu").manual_seed(seed)
+        return torch.randn((1, *self.latent_shape), generator=gen, dtype=torch.float32).to(self.device)
+
+    @staticmethod
+    def expand_batch(x: Tensor, batch: int) -> Tensor:
+        """``(1, ...)`` -> ``(batch, ...)``; a tensor already of ``batch`` rows is returned as is."""
+        if x.shape[0] == batch:
+            return x
+        if x.shape[0] == 1:
+            return x.expand(batch, *x.shape[1:])
+        raise ValueError(f"condition batch {x.shape[0]} does not match noise batch {batch}")
+
+    # ------------------------------------------------------------------ the chain
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=AUTOCAST_DTYPES[self.autocast_dtype])
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """A model call: under autocast when configured, checkpointed when configured and gradients are on."""
+
+        def run(*inputs: Any) -> Any:
+            with self._autocast():
+                return fn(*inputs)
+
+        if self.checkpoint_steps and torch.is_grad_enabled():
+            return checkpoint(run, *args, use_reentrant=False)
+        return run(*args)
+
+    def _step_kwargs(self, generator: torch.Generator) -> dict[str, Any]:
+        params = inspect.signature(self.scheduler.step).parameters  # the scheduler may be swapped
+        kwargs: dict[str, Any] = {}
+        if "eta" in params:
+            kwargs["eta"] = self.eta
+        if "generator" in params:
+            kwargs["generator"] = generator
+        return kwargs
+
+    def denoise(
+        self,
+        noise: Tensor,
+        condition: Any = None,
+        hypernet: nn.Module | None = None,
+        control: Tensor | None = None,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """Run the sampling chain: ``noise (B, C, h, w)`` -> latents ``(B, C, h, w)``.
+
+        ``control (B, C', h', w')`` is handed to the HyperNet. ``generator`` feeds stochastic scheduler steps
+        (eta > 0, ancestral samplers); by default a CPU generator seeded with 0 per call, so the chain is a
+        deterministic function of ``noise``. With ``grad_steps = K`` only the last K steps record gradients.
+        """
+        batch = noise.shape[0]
+        cond, uncond = self.encode_condition(condition, batch)
+        guided = self.guidance_scale > 1 and uncond is not None
+        states = self.combine_states(cond, uncond) if guided else cond
+        step_kwargs = self._step_kwargs(generator or torch.Generator("cpu").manual_seed(0))
+
+        self.scheduler.set_timesteps(self.num_inference_steps, device=self.device)
+        timesteps = self.scheduler.timesteps
+        first_with_grad = 0 if self.grad_steps is None else max(len(timesteps) - self.grad_steps, 0)
+        latents = noise.to(self.device, self.dtype) * self.scheduler.init_noise_sigma
+
+        def model_call(x: Tensor, tt: Tensor, c: Tensor | None) -> Tensor:
+            out = self.model_output(x, tt, states, c, hypernet)
+            return self.guide(out) if guided else out
+
+        for index, t in enumerate(timesteps):
+            grad = torch.is_grad_enabled() and index >= first_with_grad
+            with torch.set_grad_enabled(grad):
+                model_input = torch.cat([latents, latents]) if guided else latents
+                model_input = self.scheduler.scale_model_input(model_input, t)
+                output = self._call(model_call, model_input, t, control)
+                latents = self.scheduler.step(output.to(latents.dtype), t, latents, **step_kwargs).prev_sample
+        return latents
+
+    # ------------------------------------------------------------------ the autoencoder
+    def decode(self, latents: Tensor) -> Tensor:
+        """Scaled latents ``(B, C, h, w)`` -> images ``(B, C_img, H, W)`` in [0, 1]."""
+        config = self.vae.config
+        z = latents / getattr(config, "scaling_factor", 1.0)
+        if getattr(config, "shift_factor", None) is not None:
+            z = z + config.shift_factor
+        images = self._call(lambda x: self.vae.decode(x).sample, z.to(self.vae.dtype))
+        return ((images.float() + 1) / 2).clamp(0, 1)
+
+    @torch.no_grad()
+    def encode(self, images: Tensor) -> Tensor:
+        """Images ``(B, C_img, H, W)`` in [0, 1] -> scaled latents (the inverse convention of :meth:`decode`):
+        the posterior mean of an ``AutoencoderKL``, the pre-quantisation latents of a ``VQModel``."""
+        encoded = self.vae.encode((images * 2 - 1).to(self.vae.device, self.vae.dtype))
+        latents = encoded.latent_dist.mean if hasattr(encoded, "latent_dist") else encoded.latents
+        latents = latents.float()
+        config = self.vae.config
+        if getattr(config, "shift_factor", None) is not None:
+            latents = latents - config.shift_factor
+        return latents * getattr(config, "scaling_factor", 1.0)
+
+    # ------------------------------------------------------------------ entry points
+    @torch.no_grad()
+    def sample(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
+               control: Tensor | None = None) -> Tensor:
+        """Images without gradients (origins, population searches, evaluating an adapted HyperNet)."""
+        return self.decode(self.denoise(noise, condition, hypernet, control))
+
+    def forward(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
+                control: Tensor | None = None) -> Tensor:
+        """Differentiable chain + decode: images ``(B, C_img, H, W)`` in [0, 1]; gradients reach only the
+        HyperNet and ``control``."""
+        return self.decode(self.denoise(noise, condition, hypernet, control))
