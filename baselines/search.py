@@ -201,6 +201,17 @@ class PopulationSearchCase(L.LightningModule):
         """Extra per-generation numbers for the history (e.g. GIFTbench's OOD diagnostics)."""
         return {}
 
+    def record_diagnostics(self) -> dict[str, Any]:
+        """What the campaign writes into the case's record: generations run, and the per-generation diagnostics of
+        the first and the last generation (``{}`` before any generation)."""
+        history = self.result.history
+        if not history:
+            return {}
+        skip = {"step", "flipped"}
+        return {"generations": len(history),
+                "first": {k: v for k, v in history[0].items() if k not in skip},
+                "last": {k: v for k, v in history[-1].items() if k not in skip}}
+
     # ------------------------------------------------------------------ one generation
     @torch.no_grad()
     def evaluate(self, genomes: Tensor) -> tuple[Tensor, Tensor]:

@@ -150,6 +150,10 @@ def test_help_documents_the_options(capsys):
         main(["fit", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for option in ("--model.lr_max", "--trainer.max_steps", "--cases.n_per_class", "--budget.max_evals",
+    for option in ("--model", "--trainer.max_steps", "--cases.n_per_class", "--budget.max_evals",
                    "--output.name", "--generator", "--sut"):
         assert option in out
+    with pytest.raises(SystemExit):  # a method's own options
+        main(["fit", "--model.help", "hynea_pl.methods.HyNeACase"])
+    out = capsys.readouterr().out
+    assert "--model.lr_max" in out and "--model.pct_start" in out

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import warnings
 
+import lightning as L
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.campaign.runner import RunOutput, run_campaign
 from hynea_pl.generators import DiffusionGenerator
-from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import SUT
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
@@ -30,12 +30,16 @@ TRAINER_DEFAULTS = {
 
 
 class CampaignCLI(LightningCLI):
-    """A campaign: every case of ``cases`` is one fit of a fresh ``model`` (a test-case LightningModule) with a
-    fresh Trainer built from ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model."""
+    """A campaign: every case of ``cases`` is one fit of a fresh ``model`` with a fresh Trainer built from
+    ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model.
 
-    def __init__(self, model_class: type = HyNeACase, args: list[str] | None = None) -> None:
+    ``model`` is any test-case LightningModule given as ``class_path`` + ``init_args`` whose constructor takes
+    ``generator``, ``sut``, ``origin_class`` and ``seed``: ``hynea_pl.methods.HyNeACase``,
+    ``baselines.giftbench.GIFTbenchCase``, ``baselines.sinvad.SINVADCase``, or a user's own method."""
+
+    def __init__(self, args: list[str] | None = None) -> None:
         super().__init__(
-            model_class, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
+            L.LightningModule, subclass_mode_model=True, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
             seed_everything_default=0, auto_configure_optimizers=False,
             # the checkpoint-hparams instantiator stores the *parsed* config as hparams; per-case overrides
             # (origin class, seed) must reach the module, and test cases are never reloaded from checkpoints
@@ -52,8 +56,8 @@ class CampaignCLI(LightningCLI):
         parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
         parser.add_class_arguments(RunOutput, "output", instantiate=False)
         parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)
-        parser.link_arguments("generator", "model.generator", apply_on="instantiate")
-        parser.link_arguments("sut", "model.sut", apply_on="instantiate")
+        parser.link_arguments("generator", "model.init_args.generator", apply_on="instantiate")
+        parser.link_arguments("sut", "model.init_args.sut", apply_on="instantiate")
 
     def instantiate_classes(self) -> None:
         """Build the shared objects once (generator, SUT, a first model) to fail early on a bad config;

@@ -28,20 +28,21 @@ class RunOutput:
 
     Args:
         root: parent folder of runs.
-        name: run name (folder, W&B run-name prefix).
-        method: method name written into every record.
+        name: run name (folder, W&B run-name prefix); ``{method}`` is replaced by the method name.
+        method: method name written into every record; default: the model's ``method_name`` (``hynea``,
+            ``giftbench-low``, ``sinvad``, ...).
     """
 
     root: str = "runs"
-    name: str = "mnist_hynea"
-    method: str = "hynea"
+    name: str = "mnist_{method}"
+    method: str | None = None
 
 
 def _case_config(config: Any, case: TestCase, run_name: str) -> Any:
     """A copy of the parsed config for one case: its class and seed, and a per-case logger name."""
     cfg = copy.deepcopy(config)
-    cfg.model.origin_class = case.origin_class
-    cfg.model.seed = case.seed
+    cfg.model.init_args.origin_class = case.origin_class
+    cfg.model.init_args.seed = case.seed
     logger = cfg.trainer.get("logger")
     if logger is not None and hasattr(logger, "get") and logger.get("init_args") is not None:
         if "name" in logger.init_args:
@@ -59,8 +60,13 @@ def _pred(output: torch.Tensor | None) -> list | None:
     return None if output is None else output[0].detach().float().cpu().tolist()
 
 
+def method_name(model: Any) -> str:
+    """A test-case module's method name (its ``method_name``, else its class name)."""
+    return str(getattr(model, "method_name", None) or type(model).__name__)
+
+
 def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: RunFolder) -> dict:
-    """Fit one test case and append its record."""
+    """Fit one test case and append its record (``output`` has its method and name resolved)."""
     record: dict[str, Any] = {
         "method": output.method, "run": output.name, "case_id": case.case_id, "seed": case.seed,
         "origin_class": case.origin_class, "skipped_seeds": case.skipped_seeds, "target": None, "flipped": False,
@@ -92,6 +98,8 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     result = model.result
     record.update(sut_evals=model.sut_evals, steps=trainer.global_step, flipped=result.flipped,
                   flip_step=result.step if result.flipped else None)
+    if hasattr(model, "record_diagnostics"):  # method-specific numbers (e.g. GIFTbench's latent OOD measures)
+        record["diagnostics"] = model.record_diagnostics()
     if getattr(model, "origin_output", None) is not None:  # setup ran: the origin exists
         record.update(target=int(model.target[0]), origin_pred=_pred(model.origin_output),
                       origin_label=int(model.sut.prediction(model.origin_output)[0]))
@@ -118,14 +126,16 @@ def describe(index: int, total: int, record: dict) -> str:
 def run_campaign(cli: Any) -> dict:
     """Run every selected case not yet recorded in the run folder, then write and print the summary."""
     config = cli.config
+    shared = cli.config_init
     output: RunOutput = RunOutput(**vars(config.output))
+    output.method = output.method or method_name(shared.model)
+    output.name = output.name.replace("{method}", output.method)
     selection = CaseSelection(**vars(config.cases))
     budget = int(config.budget.max_evals)
     folder = RunFolder(output.root, output.name)
     done = folder.done_case_ids()
     if done:
         console.print(f"resuming {folder.path}: {len(done)} case(s) already recorded are kept")
-    shared = cli.config_init
     cases = list(iter_cases(selection, shared.model.generator, shared.model.sut))
     todo = [case for case in cases if case.case_id not in done]
     for index, case in enumerate(todo, 1):

@@ -54,6 +54,8 @@ class HyNeACase(L.LightningModule):
         normalize_behaviour: divide the behaviour term by its first-step value (as the authors did).
     """
 
+    method_name = "hynea"
+
     def __init__(
         self,
         generator: DiffusionGenerator,
