@@ -19,7 +19,9 @@ class CaseSelection:
     """The test cases of a campaign: ``n_per_class`` origins of every class in ``classes``.
 
     Args:
-        classes: conditioning classes of the origins.
+        classes: conditioning classes of the origins; ``null`` for an unconditional generator (or a generator whose
+            condition is fixed in its own config, e.g. a prompt). A binary SUT reads a class 0 / 1 as the tested
+            attribute's decision the origin must have.
         n_per_class: test cases per class.
         seed: base seed of the initial noises (class ``c`` draws from ``seed + c * 100000`` on).
         max_seed_tries: seeds tried per case before it is recorded as having no valid origin.
@@ -28,7 +30,7 @@ class CaseSelection:
             generators whose samples the SUT cannot be expected to recognise (e.g. untrained test models).
     """
 
-    classes: list[int] = field(default_factory=lambda: list(range(10)))
+    classes: list[int | None] = field(default_factory=lambda: list(range(10)))
     n_per_class: int = 3
     seed: int = 0
     max_seed_tries: int = 20
@@ -43,13 +45,14 @@ class TestCase:
     __test__ = False  # not a pytest test class
 
     case_id: str
-    origin_class: int
+    origin_class: int | None
     seed: int | None
     skipped_seeds: int
 
 
-def case_id(origin_class: int, index: int) -> str:
-    return f"c{origin_class}-{index}"
+def case_id(origin_class: int | None, index: int) -> str:
+    """``c3-0`` for the first case of class 3; ``u-0`` for the first unconditional case."""
+    return f"u-{index}" if origin_class is None else f"c{origin_class}-{index}"
 
 
 @torch.no_grad()
@@ -61,7 +64,7 @@ def iter_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT
     """
     wanted = set(selection.case_ids)
     for origin_class in selection.classes:
-        next_seed = selection.seed + origin_class * CLASS_SEED_STRIDE
+        next_seed = selection.seed + (origin_class or 0) * CLASS_SEED_STRIDE
         for index in range(selection.n_per_class):
             found, skipped = None, 0
             for candidate in range(next_seed, next_seed + selection.max_seed_tries):
