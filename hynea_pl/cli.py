@@ -11,6 +11,7 @@ commands:
   fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
   zoo build [--profile full|tiny]                         build the embedded MNIST zoo (cached)
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
+  compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
 """
 
 
@@ -51,16 +52,57 @@ def _evaluate(args: list[str]) -> int:
     options = parser.parse_args(args)
     if not (options.run_dir / "records.jsonl").is_file():
         raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
-    embedder = None
-    if options.embedder.startswith("zoo://"):
-        from hynea_pl.zoo import load_zoo
-
-        embedder = load_zoo(options.embedder.removeprefix("zoo://").strip("/")).embedder()
-    elif options.embedder != "none":
-        embedder = options.embedder
-    row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights)
+    row = evaluate_run(options.run_dir, embedder=_load_embedder(options.embedder), lpips_weights=options.lpips_weights)
     print(json.dumps(row, indent=2))
     print(f"wrote {options.run_dir / 'metrics.json'}")
+    return 0
+
+
+def _load_embedder(name: str):
+    """``zoo://<profile>`` (the MNIST zoo's embedder), ``resnet50`` (torch cache) or ``none``."""
+    if name.startswith("zoo://"):
+        from hynea_pl.zoo import load_zoo
+
+        return load_zoo(name.removeprefix("zoo://").strip("/")).embedder()
+    return None if name == "none" else name
+
+
+def _compare(args: list[str]) -> int:
+    import argparse
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from hynea_pl.report.compare import compare_runs, origin_mismatches, to_markdown, write_comparison
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl compare",
+                                     description="Compare run folders (one per method) on the shared metrics.")
+    parser.add_argument("run_dirs", type=Path, nargs="+")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where compare.md / compare.csv go (default: the first run's parent folder)")
+    parser.add_argument("--embedder", default="zoo://full",
+                        help="embedding network for diversity / trace difference (see evaluate --help)")
+    parser.add_argument("--lpips-weights", default=None)
+    options = parser.parse_args(args)
+    for run_dir in options.run_dirs:
+        if not (run_dir / "records.jsonl").is_file():
+            raise FileNotFoundError(f"no records.jsonl in {run_dir}")
+    mismatches = origin_mismatches(options.run_dirs)
+    table = compare_runs(options.run_dirs, embedder=_load_embedder(options.embedder),
+                         lpips_weights=options.lpips_weights)
+    note = ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
+            f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")
+    rich_table = Table(title="methods compared")
+    for column in table.columns.drop("run"):
+        rich_table.add_column(column, justify="left" if column == "method" else "right")
+    for line in to_markdown(table).splitlines()[2:]:
+        rich_table.add_row(*[cell.strip() for cell in line.strip("|").split("|")])
+    console = Console(width=200)
+    console.print(rich_table)
+    console.print(note)
+    markdown, csv = write_comparison(table, options.out or options.run_dirs[0].parent, note)
+    console.print(f"wrote {markdown} and {csv}")
     return 0
 
 
@@ -71,7 +113,7 @@ def _fit(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate}
+COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+"""Reports: tables, plots and image grids that compare methods."""

@@ -1,0 +1,92 @@
+"""Compare methods: one row per run folder, scored by the shared metric module (``evaluate_run``).
+
+``python -m hynea_pl compare runs/A runs/B ...`` prints the table and writes ``compare.md`` and ``compare.csv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from torch import Tensor
+
+from hynea_pl.metrics.rescore import evaluate_run, read_records
+
+#: Table columns (metric keys of ``evaluate_run``), in order.
+COLUMNS = ("method", "n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "mean_sut_evals",
+           "mean_sut_evals_all", "mean_runtime_s", "median_ms_ssim", "diversity", "trace_difference")
+REFERENCE_METHOD = "hynea"
+
+
+def _value(entry: Any) -> Any:
+    """A metric value; unavailable metrics (``{"value": None, "unavailable": reason}``) become ``None``."""
+    return entry.get("value") if isinstance(entry, dict) else entry
+
+
+def origin_mismatches(run_dirs: Sequence[Path]) -> list[str]:
+    """Cases whose origin (seed, class) differs between runs; ``[]`` when every run started from the same origins.
+
+    Only cases present in several runs are compared (a run may select fewer cases)."""
+    seen: dict[str, tuple[Any, Any, str]] = {}
+    problems = []
+    for run_dir in run_dirs:
+        for record in read_records(Path(run_dir) / "records.jsonl"):
+            key = (record.get("seed"), record.get("origin_class"))
+            first = seen.setdefault(record["case_id"], (*key, str(run_dir)))
+            if first[:2] != key:
+                problems.append(f"{record['case_id']}: seed/class {first[:2]} in {first[2]} but {key} in {run_dir}")
+    return problems
+
+
+def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Tensor] | str | None = None,
+                 reference: str = REFERENCE_METHOD, lpips_weights: str | None = None) -> pd.DataFrame:
+    """One row per run (``evaluate_run`` re-scores each and writes its ``metrics.json``).
+
+    ``hynea_eval_ratio`` = the reference method's mean SUT evaluations per case over *all* cases divided by the
+    row's (cases that never flip count with what they spent, so a method that rarely flips is not flattered by
+    a median over its few flips). It is empty when no run is the reference method.
+    """
+    rows = []
+    for run_dir in run_dirs:
+        metrics = evaluate_run(run_dir, embedder=embedder, lpips_weights=lpips_weights)
+        row = {key: _value(metrics.get(key)) for key in COLUMNS}
+        row["run"] = str(run_dir)
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=[*COLUMNS, "run"])
+    ref = table.loc[table["method"] == reference, "mean_sut_evals_all"]
+    if len(ref) == 1 and ref.iloc[0]:
+        table.insert(len(COLUMNS), "hynea_eval_ratio", float(ref.iloc[0]) / table["mean_sut_evals_all"])
+    else:
+        table.insert(len(COLUMNS), "hynea_eval_ratio", None)
+    return table
+
+
+def to_markdown(table: pd.DataFrame, note: str = "") -> str:
+    """The table as GitHub markdown (3 significant digits), with an optional note below it."""
+    shown = table.drop(columns=["run"])
+    header = "| " + " | ".join(shown.columns) + " |"
+    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
+    lines = [header, rule]
+    for _, row in shown.iterrows():
+        lines.append("| " + " | ".join(_format(v) for v in row) + " |")
+    return "\n".join(lines) + ("\n\n" + note if note else "") + "\n"
+
+
+def _format(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def write_comparison(table: pd.DataFrame, out_dir: Path | str, note: str = "") -> tuple[Path, Path]:
+    """Write ``compare.md`` and ``compare.csv`` into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    markdown, csv = out / "compare.md", out / "compare.csv"
+    markdown.write_text(to_markdown(table, note))
+    table.to_csv(csv, index=False)
+    return markdown, csv

@@ -1,0 +1,118 @@
+"""HyNeA, GIFTbench and SINVAD through ``python -m hynea_pl fit`` on the tiny zoo: the same origins, the same
+budget callback, the same records; and ``python -m hynea_pl compare`` over their runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from hynea_pl.cli import main
+
+CONFIGS = {
+    "hynea": ("configs/mnist.yaml",),
+    "giftbench-low": ("configs/mnist_giftbench.yaml",),
+    "giftbench-high": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
+    "sinvad": ("configs/mnist_sinvad.yaml",),
+}
+
+
+def tiny_fit_args(method: str, root: Path, budget: int, max_steps: int = 100) -> list[str]:
+    """A method's shipped config pointed at the tiny zoo: classes 1 and 7, one case each."""
+    config, *method_args = CONFIGS[method]
+    return [
+        "fit", "--config", config, *method_args,
+        "--generator.init_args.pretrained", "zoo://tiny/ldm",
+        "--generator.init_args.num_inference_steps", "2",
+        "--sut.init_args.weights", "zoo://tiny/sut",
+        "--sut.init_args.model.init_args.channels", "[8, 16]",
+        "--sut.init_args.model.init_args.hidden", "32",
+        "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
+        "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
+        "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(budget),
+        "--output.root", str(root),
+    ]
+
+
+def records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def method_runs(tiny_zoo_cache, tmp_path_factory) -> Path:
+    """Every method's run (budget 60: two GIFTbench generations of 25, one SINVAD generation of 50)."""
+    root = tmp_path_factory.mktemp("methods")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HYNEA_PL_CACHE", tiny_zoo_cache)
+        for method in CONFIGS:
+            max_steps = 3 if method == "hynea" else 100
+            assert main(tiny_fit_args(method, root, budget=60, max_steps=max_steps)) == 0
+    return root
+
+
+@pytest.mark.slow
+def test_every_method_writes_its_named_records_from_identical_origins(method_runs):
+    runs = {method: records(method_runs / f"mnist_{method}") for method in CONFIGS}
+    reference = runs["hynea"]
+    for method, recs in runs.items():
+        assert [r["method"] for r in recs] == [method, method]
+        assert [(r["case_id"], r["seed"], r["origin_class"]) for r in recs] == [
+            (r["case_id"], r["seed"], r["origin_class"]) for r in reference]
+        for rec, ref in zip(recs, reference):
+            assert rec["error"] is None
+            assert rec["origin_pred"] == ref["origin_pred"], f"{method} read a different origin"
+            origin = Image.open(method_runs / f"mnist_{method}" / rec["origin_image"])
+            assert list(origin.getdata()) == list(
+                Image.open(method_runs / "mnist_hynea" / ref["origin_image"]).getdata())
+        assert json.loads((method_runs / f"mnist_{method}" / "summary.json").read_text())["n_cases"] == 2
+
+
+@pytest.mark.slow
+def test_the_budget_stops_every_method_at_its_limit(method_runs):
+    """Budget 60: GIFTbench pays for 2 generations of 25 (a third would overrun), SINVAD for 1 of 50."""
+    expected = {"giftbench-low": (50, 2), "giftbench-high": (50, 2), "sinvad": (50, 1)}
+    for method, (evals, generations) in expected.items():
+        for rec in records(method_runs / f"mnist_{method}"):
+            if rec["flipped"]:  # a flip stops earlier, never later
+                assert rec["sut_evals"] <= evals and rec["sut_evals"] % (evals // generations) == 0
+            else:
+                assert (rec["sut_evals"], rec["steps"]) == (evals, generations), method
+            assert rec["diagnostics"]["generations"] == rec["steps"]
+    for rec in records(method_runs / "mnist_giftbench-low"):
+        assert {"ood_fraction", "anderson_statistic", "pert"} <= rec["diagnostics"]["last"].keys()
+
+
+@pytest.mark.slow
+def test_budget_is_exact_when_it_is_a_multiple_of_the_population(tiny_zoo, tmp_path):
+    assert main(tiny_fit_args("giftbench-high", tmp_path, budget=75) + ["--cases.classes", "[1]"]) == 0
+    (rec,) = records(tmp_path / "mnist_giftbench-high")
+    assert rec["sut_evals"] == 75 or (rec["flipped"] and rec["sut_evals"] < 75)
+
+
+@pytest.mark.slow
+def test_compare_writes_one_row_per_method_with_hynea_ratios(method_runs, capsys):
+    out = method_runs / "table"
+    runs = [str(method_runs / f"mnist_{method}") for method in CONFIGS]
+    assert main(["compare", *runs, "--out", str(out), "--embedder", "zoo://tiny"]) == 0
+    printed = capsys.readouterr().out
+    assert "Origins: identical" in printed
+    rows = list(csv.DictReader((out / "compare.csv").open()))
+    assert [row["method"] for row in rows] == list(CONFIGS)
+    by_method = {row["method"]: row for row in rows}
+    assert float(by_method["hynea"]["hynea_eval_ratio"]) == 1.0
+    hynea_cost = sum(r["sut_evals"] for r in records(method_runs / "mnist_hynea")) / 2
+    for method in ("giftbench-low", "sinvad"):
+        cost = sum(r["sut_evals"] for r in records(method_runs / f"mnist_{method}")) / 2
+        assert float(by_method[method]["hynea_eval_ratio"]) == pytest.approx(hynea_cost / cost)
+        assert float(by_method[method]["mean_sut_evals_all"]) == pytest.approx(cost)
+    markdown = (out / "compare.md").read_text()
+    assert markdown.count("\n| ") == len(CONFIGS) and "trace_difference" in markdown
+    assert all(float(row["diversity"]) >= 0 for row in rows)
+
+
+def test_compare_names_a_missing_run(tmp_path, capsys):
+    assert main(["compare", str(tmp_path / "nope")]) == 2
+    assert "no records.jsonl" in capsys.readouterr().err
