@@ -26,7 +26,7 @@ def run(lr_min: float, lr_max: float, max_steps: int, options: argparse.Namespac
     name = f"lr_{lr_min:g}_{lr_max:g}_steps_{max_steps}"
     code = main([
         "fit", "--config", "configs/mnist.yaml",
-        "--model.lr_min", str(lr_min), "--model.lr_max", str(lr_max),
+        "--model.init_args.lr_min", str(lr_min), "--model.init_args.lr_max", str(lr_max),
         "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(max_steps),
         "--cases.n_per_class", str(options.cases_per_class),
         "--output.root", str(options.out), "--output.name", name,

@@ -109,6 +109,9 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
                       ms_ssim=float(ms_ssim(image, origin)),
                       distance=float(frobenius_distance(origin, image)))
         record.update(folder.save_case_images(case.case_id, origin[0], image[0]))
+        if hasattr(model.sut, "confidence_reduction"):  # detection (paper eq. 15)
+            record["confidence_reduction"] = float(model.sut.confidence_reduction(
+                model.origin_output, result.output.to(model.origin_output.device), model.target))
     folder.append(record)
     return record
 

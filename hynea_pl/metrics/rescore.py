@@ -112,6 +112,8 @@ def _case_task_values(rec: dict[str, Any], kind: str) -> dict[str, float | None]
         o, r = o.unsqueeze(0), r.unsqueeze(0)
         out = {"mr": float(FT.detection_misclassification_rate(o, r)), "esc": None, "cr": None}
         cls = rec.get("origin_class")
+        if not isinstance(cls, int):  # unconditional origins: the suppressed class is the case's target
+            cls = rec.get("target")
         if isinstance(cls, int) and not isinstance(cls, bool) and 0 <= cls < o.shape[-1]:
             out["cr"] = float(FT.confidence_reduction(o, r, cls))
         return out
