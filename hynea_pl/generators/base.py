@@ -57,7 +57,7 @@ class DiffusionGenerator(nn.Module):
         channels_last: bool = False,
     ) -> None:
         super().__init__()
-        if grad_steps is not None and grad_steps < 1:
+        if grad_steps is not None and (isinstance(grad_steps, bool) or grad_steps < 1):
             raise ValueError(f"grad_steps must be >= 1 (or None for every step), got {grad_steps}")
         if autocast_dtype is not None and autocast_dtype not in AUTOCAST_DTYPES:
             raise ValueError(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or null, got {autocast_dtype!r}")
@@ -79,18 +79,18 @@ class DiffusionGenerator(nn.Module):
     @property
     def denoiser(self) -> nn.Module:
         """The noise-prediction network."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define the denoiser property")
 
     def encode_condition(self, condition: Any, batch: int) -> tuple[Any, Any | None]:
         """A condition -> ``(cond, uncond)`` model inputs for a batch; ``uncond`` is ``None`` when the family has
         no null condition (then guidance is off)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement encode_condition()")
 
     def model_output(self, model_input: Tensor, t: Tensor, states: Any, control: Tensor | None,
                      hypernet: nn.Module | None) -> Tensor:
         """One call of the frozen denoiser (HyperNet residuals added) on ``model_input (N, C, h, w)``, ``N = 2B``
         under guidance; returns the scheduler's model output ``(N, C, h, w)``."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement model_output()")
 
     def combine_states(self, cond: Any, uncond: Any) -> Any:
         """Model inputs of a guided call: unconditional half first (tensors are concatenated on dim 0)."""
@@ -103,7 +103,7 @@ class DiffusionGenerator(nn.Module):
 
     def make_hypernet(self) -> nn.Module:
         """A fresh, trainable, zero-initialised HyperNet for this denoiser (it changes nothing yet)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement make_hypernet()")
 
     # ------------------------------------------------------------------ frozen module behaviour
     def train(self, mode: bool = True) -> DiffusionGenerator:
