@@ -42,6 +42,8 @@ def test_target_prediction_and_validity_on_hand_made_output(sut):
     assert sut.default_target(OUTPUT).tolist() == [0]
     configured = YOLODetectorSUT(sut.model, imgsz=64, class_id=1)
     assert configured.default_target(OUTPUT).tolist() == [1]
+    assert sut.default_target(OUTPUT, 1).tolist() == [1]  # a case drawn for class 1 suppresses class 1
+    assert configured.default_target(OUTPUT, 2).tolist() == [1]  # an explicit class_id wins
     assert sut.is_valid_origin(OUTPUT, None).tolist() == [True]
     assert sut.is_valid_origin(OUTPUT, 1).tolist() == [True]   # detection 1 predicts class 1
     assert sut.is_valid_origin(OUTPUT, 2).tolist() == [False]  # class 2 is nobody's argmax

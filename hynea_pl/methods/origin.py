@@ -19,7 +19,7 @@ def register_origin(module: L.LightningModule, seed: int, origin_class: int | No
     module.register_buffer("origin_image", generator.sample(module.noise, origin_class), persistent=False)
     module.register_buffer("origin_output", sut(module.origin_image), persistent=False)
     if target is None:
-        chosen = sut.default_target(module.origin_output)
+        chosen = sut.default_target(module.origin_output, origin_class)
     else:
         chosen = torch.full(module.origin_output.shape[:1], target, dtype=torch.long, device=device)
     module.register_buffer("target", chosen, persistent=False)

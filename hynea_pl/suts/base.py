@@ -91,7 +91,8 @@ class SUT(nn.Module):
         return self.model(self.preprocess(images))
 
     # --- task semantics -------------------------------------------------------------------------------
-    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
+    def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """The target of a case ``(B,)`` when none is configured; ``condition`` is the case's class."""
         raise NotImplementedError
 
     def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

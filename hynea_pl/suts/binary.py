@@ -84,8 +84,9 @@ class BinaryAttributeSUT(SUT):
         """The tested attribute's decision ``(B,)``: 1 when its logit is > 0."""
         return (output[:, self.attribute] > 0).long()
 
-    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
-        """The configured attribute index for each item ``(B,)``."""
+    def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """The configured attribute index for each item ``(B,)`` (``condition`` is the origin's decision, not a
+        target)."""
         self._check(origin_output)
         self.remember_origin(origin_output)
         return torch.full(origin_output.shape[:1], self.attribute, dtype=torch.long, device=origin_output.device)

@@ -20,8 +20,8 @@ class ClassifierSUT(SUT):
     def prediction(self, output: torch.Tensor) -> torch.Tensor:
         return output.argmax(-1)
 
-    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
-        """The origin's second most likely class ``(B,)``."""
+    def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """The origin's second most likely class ``(B,)`` (the case's class is the one to leave)."""
         return origin_output.topk(2, dim=-1).indices[..., 1]
 
     def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -121,11 +121,12 @@ class YOLODetectorSUT(SUT):
         best = output.amax(-1).argmax(-1)  # the most confident of the k (the first, as forward sorts them)
         return output[torch.arange(output.shape[0], device=output.device), best].argmax(-1)
 
-    def default_target(self, origin_output: torch.Tensor) -> torch.Tensor:
-        """The class to suppress ``(B,)``: ``class_id``, else the origin's most confident detection's class."""
-        if self.class_id is not None:
-            return torch.full(origin_output.shape[:1], int(self.class_id), dtype=torch.long,
-                              device=origin_output.device)
+    def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """The class to suppress ``(B,)``: ``class_id``, else the case's class (paper 4.5: a driving case is drawn
+        for a class and suppresses it), else the origin's most confident detection's class."""
+        chosen = self.class_id if self.class_id is not None else condition
+        if chosen is not None:
+            return torch.full(origin_output.shape[:1], int(chosen), dtype=torch.long, device=origin_output.device)
         return self.prediction(origin_output)
 
     def runner_up(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
