@@ -272,7 +272,7 @@ class StableDiffusionGenerator(TextConditionalLDM):
 
     def __init__(
         self,
-        pretrained: str = "runwayml/stable-diffusion-v1-5",
+        pretrained: str = "stable-diffusion-v1-5/stable-diffusion-v1-5",
         prompt: str = "",
         negative_prompt: str = "",
         num_inference_steps: int = 25,

@@ -75,6 +75,8 @@ class HyNeACase(L.LightningModule):
         self.generator = generator
         self.sut = sut
         self.hypernet = generator.make_hypernet()
+        if getattr(generator, "channels_last", False):  # the trainable copy follows the frozen model's layout
+            self.hypernet.to(memory_format=torch.channels_last)
         self.projector: ControlProjector | None = None
         self.sut_evals = 0
         self.result = CaseResult()
