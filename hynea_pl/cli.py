@@ -41,6 +41,7 @@ def _evaluate(args: list[str]) -> int:
     from pathlib import Path
 
     from hynea_pl.metrics import evaluate_run
+    from hynea_pl.report.compare import load_embedder
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",
                                      description="Re-score a run folder (records.jsonl + PNGs) into metrics.json.")
@@ -52,19 +53,10 @@ def _evaluate(args: list[str]) -> int:
     options = parser.parse_args(args)
     if not (options.run_dir / "records.jsonl").is_file():
         raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
-    row = evaluate_run(options.run_dir, embedder=_load_embedder(options.embedder), lpips_weights=options.lpips_weights)
+    row = evaluate_run(options.run_dir, embedder=load_embedder(options.embedder), lpips_weights=options.lpips_weights)
     print(json.dumps(row, indent=2))
     print(f"wrote {options.run_dir / 'metrics.json'}")
     return 0
-
-
-def _load_embedder(name: str):
-    """``zoo://<profile>`` (the MNIST zoo's embedder), ``resnet50`` (torch cache) or ``none``."""
-    if name.startswith("zoo://"):
-        from hynea_pl.zoo import load_zoo
-
-        return load_zoo(name.removeprefix("zoo://").strip("/")).embedder()
-    return None if name == "none" else name
 
 
 def _compare(args: list[str]) -> int:
@@ -74,7 +66,13 @@ def _compare(args: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hynea_pl.report.compare import compare_runs, origin_mismatches, to_markdown, write_comparison
+    from hynea_pl.report.compare import (
+        compare_runs,
+        load_embedder,
+        origin_mismatches,
+        to_markdown,
+        write_comparison,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl compare",
                                      description="Compare run folders (one per method) on the shared metrics.")
@@ -89,7 +87,7 @@ def _compare(args: list[str]) -> int:
         if not (run_dir / "records.jsonl").is_file():
             raise FileNotFoundError(f"no records.jsonl in {run_dir}")
     mismatches = origin_mismatches(options.run_dirs)
-    table = compare_runs(options.run_dirs, embedder=_load_embedder(options.embedder),
+    table = compare_runs(options.run_dirs, embedder=load_embedder(options.embedder),
                          lpips_weights=options.lpips_weights)
     note = ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
             f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")

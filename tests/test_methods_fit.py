@@ -116,3 +116,20 @@ def test_compare_writes_one_row_per_method_with_hynea_ratios(method_runs, capsys
 def test_compare_names_a_missing_run(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "nope")]) == 2
     assert "no records.jsonl" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_compare_notebook_runs_on_the_method_runs(method_runs, monkeypatch):
+    """Every code cell of notebooks/compare_methods.ipynb, in order, on the tiny runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    monkeypatch.setenv("HYNEA_PL_RUNS", str(method_runs))
+    monkeypatch.setenv("HYNEA_PL_EMBEDDER", "zoo://tiny")
+    notebook = json.loads(Path("notebooks/compare_methods.ipynb").read_text())
+    namespace: dict = {}
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), "compare_methods.ipynb", "exec"), namespace)
+    assert len(namespace["run_dirs"]) == 4 and len(namespace["table"]) == 4
+    assert set(namespace["records"]["method"]) == set(CONFIGS)

@@ -25,6 +25,16 @@ def _value(entry: Any) -> Any:
     return entry.get("value") if isinstance(entry, dict) else entry
 
 
+def load_embedder(name: str) -> Callable[[Tensor], Tensor] | str | None:
+    """The embedding network for diversity / trace difference: ``zoo://<profile>`` (the MNIST zoo's embedder),
+    ``resnet50`` (ImageNet ResNet-50 from the torch cache, resolved by ``evaluate_run``) or ``none``."""
+    if name.startswith("zoo://"):
+        from hynea_pl.zoo import load_zoo
+
+        return load_zoo(name.removeprefix("zoo://").strip("/")).embedder()
+    return None if name == "none" else name
+
+
 def origin_mismatches(run_dirs: Sequence[Path]) -> list[str]:
     """Cases whose origin (seed, class) differs between runs; ``[]`` when every run started from the same origins.
 
