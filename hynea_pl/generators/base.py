@@ -37,8 +37,9 @@ class DiffusionGenerator(nn.Module):
         checkpoint_steps: wrap every model call of the chain and the decoder in
             ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` when gradients are on: activation memory
             stays flat in the number of steps, at the cost of one more forward per call.
-        grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` sampling
-            steps (the earlier ones run without autograd); ``None``: through every step.
+        grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` entries of
+            ``scheduler.timesteps`` (the earlier ones run without autograd); ``None``: through every step. For
+            schedulers with two model calls per step (Heun) an entry is one model call, not one step.
         autocast_dtype: ``"bfloat16"`` / ``"float16"``: run model calls under ``torch.autocast``; ``None``: off.
         channels_last: convert the denoiser and autoencoder to ``torch.channels_last`` memory format.
     """
