@@ -68,9 +68,9 @@ def _compare(args: list[str]) -> int:
 
     from hynea_pl.report.compare import (
         compare_runs,
+        display_rows,
         load_embedder,
         origin_mismatches,
-        to_markdown,
         write_comparison,
     )
 
@@ -91,11 +91,12 @@ def _compare(args: list[str]) -> int:
                          lpips_weights=options.lpips_weights)
     note = ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
             f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")
+    columns, rows = display_rows(table)
     rich_table = Table(title="methods compared")
-    for column in table.columns.drop("run"):
+    for column in columns:
         rich_table.add_column(column, justify="left" if column == "method" else "right")
-    for line in to_markdown(table).splitlines()[2:]:
-        rich_table.add_row(*[cell.strip() for cell in line.strip("|").split("|")])
+    for row in rows:
+        rich_table.add_row(*row)
     console = Console(width=200)
     console.print(rich_table)
     console.print(note)

@@ -73,18 +73,21 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
     return table
 
 
-def to_markdown(table: pd.DataFrame, note: str = "") -> str:
-    """The table as GitHub markdown (3 significant digits), with an optional note below it."""
+def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Column names and formatted cells (3 significant digits, ``-`` for missing) of the shown columns."""
     shown = table.drop(columns=["run"])
-    header = "| " + " | ".join(shown.columns) + " |"
-    rule = "|" + "|".join("---" for _ in shown.columns) + "|"
-    lines = [header, rule]
-    for _, row in shown.iterrows():
-        lines.append("| " + " | ".join(_format(v) for v in row) + " |")
+    return list(shown.columns), [[format_value(v) for v in row] for _, row in shown.iterrows()]
+
+
+def to_markdown(table: pd.DataFrame, note: str = "") -> str:
+    """The table as GitHub markdown, with an optional note below it."""
+    columns, rows = display_rows(table)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + ("\n\n" + note if note else "") + "\n"
 
 
-def _format(value: Any) -> str:
+def format_value(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return "-"
     if isinstance(value, float):
