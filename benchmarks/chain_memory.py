@@ -70,7 +70,7 @@ class Variant:
     """Generator lever settings of one row."""
 
     name: str
-    checkpoint_steps: bool
+    gradient_checkpointing: bool
     grad_steps: int | None = None
     autocast_dtype: str | None = None
     channels_last: bool = False
@@ -80,11 +80,11 @@ class Variant:
 VARIANTS = {
     v.name: v
     for v in [
-        Variant("plain", checkpoint_steps=False),
-        Variant("ckpt", checkpoint_steps=True),
-        Variant("grad5", checkpoint_steps=False, grad_steps=5),
-        Variant("ckpt+bf16", checkpoint_steps=True, autocast_dtype="bfloat16", cuda_only=True),
-        Variant("ckpt+cl", checkpoint_steps=True, channels_last=True, cuda_only=True),
+        Variant("plain", gradient_checkpointing=False),
+        Variant("ckpt", gradient_checkpointing=True),
+        Variant("grad5", gradient_checkpointing=False, grad_steps=5),
+        Variant("ckpt+bf16", gradient_checkpointing=True, autocast_dtype="bfloat16", cuda_only=True),
+        Variant("ckpt+cl", gradient_checkpointing=True, channels_last=True, cuda_only=True),
     ]
 }
 
@@ -267,7 +267,7 @@ def _origin(setup: Setup, steps: int) -> Tensor:
     """The un-adapted image of the stored noise for a chain length (cached)."""
     if steps not in setup.origins:
         gen = setup.generator
-        gen.num_inference_steps, gen.checkpoint_steps, gen.grad_steps, gen.autocast_dtype = steps, False, None, None
+        gen.num_inference_steps, gen.gradient_checkpointing, gen.grad_steps, gen.autocast_dtype = steps, False, None, None
         setup.origins[steps] = gen.sample(gen.initial_noise(0), setup.condition).float()
     return setup.origins[steps]
 
@@ -285,7 +285,7 @@ def measure(setup: Setup, steps: int, variant: Variant, repeats: int, device: to
     signal = sut.control_signal(origin_output, target)
 
     gen.num_inference_steps = steps
-    gen.checkpoint_steps = variant.checkpoint_steps
+    gen.gradient_checkpointing = variant.gradient_checkpointing
     gen.grad_steps = variant.grad_steps
     gen.autocast_dtype = variant.autocast_dtype
     _set_channels_last(gen, variant.channels_last)

@@ -29,7 +29,7 @@ def celeba_args(tmp_path: Path, ldm: str, sut_weights: str) -> list[str]:
         "fit", "--config", CONFIG,
         "--generator.init_args.pretrained", ldm,
         "--generator.init_args.num_inference_steps", "2",
-        "--generator.init_args.checkpoint_steps", "false",
+        "--generator.init_args.gradient_checkpointing", "false",
         "--sut.init_args.model", "torchvision.models.resnet.ResNet",
         "--sut.init_args.model.init_args.block", "torchvision.models.resnet.BasicBlock",
         "--sut.init_args.model.init_args.layers", "[1, 1, 1, 1]",

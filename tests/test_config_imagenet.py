@@ -20,7 +20,7 @@ def tiny_args(tmp_path: Path, dit: str, sut_weights: str) -> list[str]:
         "fit", "--config", CONFIG,
         "--generator.init_args.pretrained", dit,
         "--generator.init_args.num_inference_steps", "2",
-        "--generator.init_args.checkpoint_steps", "false",
+        "--generator.init_args.gradient_checkpointing", "false",
         "--sut.init_args.name", "resnet18",  # same family as wide_resnet50_2, 1000 classes, fast at 64 px
         "--sut.init_args.weights", sut_weights,
         "--sut.init_args.image_size", "64",

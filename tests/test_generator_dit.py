@@ -86,9 +86,9 @@ def test_hypernet_copies_first_blocks_with_zero_outputs_and_stays_deterministic(
 
 
 # ---------------------------------------------------------------------- the chain
-@pytest.mark.parametrize(("guidance", "checkpoint_steps"), [(4.0, True), (1.0, False)])
-def test_fresh_hypernet_matches_dit_pipeline(guidance, checkpoint_steps):
-    gen = make_generator(guidance_scale=guidance, checkpoint_steps=checkpoint_steps, num_inference_steps=4)
+@pytest.mark.parametrize(("guidance", "gradient_checkpointing"), [(4.0, True), (1.0, False)])
+def test_fresh_hypernet_matches_dit_pipeline(guidance, gradient_checkpointing):
+    gen = make_generator(guidance_scale=guidance, gradient_checkpointing=gradient_checkpointing, num_inference_steps=4)
     assert gen.latent_shape == LATENT_SHAPE and gen.null_class == 1000
     noise = gen.initial_noise(3)
     oracle = pipeline_images(seed=3, label=LABEL, steps=4, guidance=guidance)

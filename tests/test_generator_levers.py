@@ -78,10 +78,10 @@ def _saved_bytes(fn: Any) -> int:
 
 # ---------------------------------------------------------------------- checkpointing
 def test_checkpointing_on_off_same_image_same_gradients_less_saved_memory():
-    gen = tiny_generator(num_inference_steps=STEPS, checkpoint_steps=False)
+    gen = tiny_generator(num_inference_steps=STEPS, gradient_checkpointing=False)
     hypernet, projector = _adapted(gen)
     image_off, grads_off = _image_and_grads(gen, hypernet, projector)
-    gen.checkpoint_steps = True
+    gen.gradient_checkpointing = True
     image_on, grads_on = _image_and_grads(gen, hypernet, projector)
 
     torch.testing.assert_close(image_on, image_off, atol=1e-6, rtol=1e-6)
@@ -96,7 +96,7 @@ def test_checkpointing_on_off_same_image_same_gradients_less_saved_memory():
         gen(gen.initial_noise(0), LABEL, hypernet, projector(_signal()))
 
     saved_on = _saved_bytes(run)
-    gen.checkpoint_steps = False
+    gen.gradient_checkpointing = False
     saved_off = _saved_bytes(run)
     assert saved_on < saved_off / 5, (saved_on, saved_off)
 
@@ -113,9 +113,9 @@ def _grad_mode_of_hypernet_calls(gen: DiffusionGenerator, hypernet: nn.Module, p
     return modes
 
 
-@pytest.mark.parametrize("checkpoint_steps", [True, False])
-def test_grad_steps_records_only_the_last_k_steps(checkpoint_steps):
-    gen = tiny_generator(num_inference_steps=STEPS, checkpoint_steps=checkpoint_steps)
+@pytest.mark.parametrize("gradient_checkpointing", [True, False])
+def test_grad_steps_records_only_the_last_k_steps(gradient_checkpointing):
+    gen = tiny_generator(num_inference_steps=STEPS, gradient_checkpointing=gradient_checkpointing)
     hypernet, projector = _adapted(gen)
     assert _grad_mode_of_hypernet_calls(gen, hypernet, projector) == [True] * STEPS
     gen.grad_steps = 2
@@ -145,7 +145,7 @@ def test_grad_steps_same_image_truncated_but_nonzero_gradients():
     def run() -> None:
         gen(gen.initial_noise(0), LABEL, hypernet, projector(_signal()))
 
-    gen.checkpoint_steps = False
+    gen.gradient_checkpointing = False
     saved_k = _saved_bytes(run)
     gen.grad_steps = None
     saved_full = _saved_bytes(run)

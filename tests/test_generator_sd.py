@@ -130,8 +130,8 @@ def perturb(hypernet: nn.Module, scale: float = 1e-2) -> None:
                 p.copy_(scale * torch.randn(p.shape, generator=gen))
 
 
-@pytest.mark.parametrize("settings", [{"checkpoint_steps": True},
-                                      {"checkpoint_steps": False, "autocast_dtype": "bfloat16", "grad_steps": 1}],
+@pytest.mark.parametrize("settings", [{"gradient_checkpointing": True},
+                                      {"gradient_checkpointing": False, "autocast_dtype": "bfloat16", "grad_steps": 1}],
                          ids=["checkpointed", "bf16-last-step"])
 def test_gradients_reach_only_the_hypernet_and_the_control(parts, settings):
     gen = make_generator(parts, controlnet=True, **settings)

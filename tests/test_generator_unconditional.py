@@ -136,7 +136,7 @@ def test_zero_init_hypernet_matches_diffusers_ldm_pipeline():
 def test_gradients_reach_only_the_hypernet_and_control_and_match_without_checkpointing():
     grads = {}
     for checkpoint in (True, False):
-        gen = tiny_generator(checkpoint_steps=checkpoint)
+        gen = tiny_generator(gradient_checkpointing=checkpoint)
         torch.manual_seed(0)
         hypernet = gen.make_hypernet()
         perturb(hypernet)

@@ -80,9 +80,9 @@ def test_hypernet_residuals_match_unet_skips_and_repeat_control():
         hypernet(sample, torch.tensor(500), states, torch.rand(3, *LATENT_SHAPE))
 
 
-@pytest.mark.parametrize("checkpoint_steps", [True, False])
-def test_fresh_hypernet_leaves_the_chain_unchanged(checkpoint_steps):
-    gen = tiny_generator(checkpoint_steps=checkpoint_steps)
+@pytest.mark.parametrize("gradient_checkpointing", [True, False])
+def test_fresh_hypernet_leaves_the_chain_unchanged(gradient_checkpointing):
+    gen = tiny_generator(gradient_checkpointing=gradient_checkpointing)
     hypernet, projector = _adapted(gen)
     noise = gen.initial_noise(0)
     adapted = gen(noise, LABEL, hypernet, _control(projector))
@@ -128,8 +128,8 @@ def test_gradients_reach_only_hypernet_and_projector_and_training_changes_the_im
 
 def test_checkpointing_gives_the_same_loss_and_gradients():
     results = []
-    for checkpoint_steps in (True, False):
-        gen = tiny_generator(checkpoint_steps=checkpoint_steps)
+    for gradient_checkpointing in (True, False):
+        gen = tiny_generator(gradient_checkpointing=gradient_checkpointing)
         hypernet, projector = _adapted(gen)
         _perturb_zero_layers(hypernet)
         image = gen(gen.initial_noise(0), LABEL, hypernet, _control(projector))
@@ -159,9 +159,9 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
         torch.testing.assert_close(grads_a[name], grads_b[name], atol=1e-6, rtol=1e-4, msg=name)
 
 
-@pytest.mark.parametrize(("checkpoint_steps", "model_calls"), [(True, 2), (False, 1)])
-def test_checkpointing_recomputes_model_calls_but_steps_the_scheduler_once(checkpoint_steps, model_calls):
-    gen = tiny_generator(checkpoint_steps=checkpoint_steps)
+@pytest.mark.parametrize(("gradient_checkpointing", "model_calls"), [(True, 2), (False, 1)])
+def test_checkpointing_recomputes_model_calls_but_steps_the_scheduler_once(gradient_checkpointing, model_calls):
+    gen = tiny_generator(gradient_checkpointing=gradient_checkpointing)
     hypernet, projector = _adapted(gen)
     counts = {"hypernet": 0, "step": 0}
     hypernet.register_forward_hook(lambda *_: counts.__setitem__("hypernet", counts["hypernet"] + 1))

@@ -34,9 +34,10 @@ class DiffusionGenerator(nn.Module):
         num_inference_steps: sampling steps.
         guidance_scale: classifier-free guidance scale (off at ``<= 1`` or when the family has no null condition).
         eta: DDIM eta (passed to schedulers whose ``step`` takes it).
-        checkpoint_steps: wrap every model call of the chain and the decoder in
+        gradient_checkpointing: wrap every model call of the chain and the decoder in
             ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` when gradients are on: activation memory
-            stays flat in the number of steps, at the cost of one more forward per call.
+            stays flat in the number of steps, at the cost of one more forward per call. Off by default (the
+            real-setup configs turn it on).
         grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` entries of
             ``scheduler.timesteps`` (the earlier ones run without autograd); ``None``: through every step. For
             schedulers with two model calls per step (Heun) an entry is one model call, not one step.
@@ -52,7 +53,7 @@ class DiffusionGenerator(nn.Module):
         num_inference_steps: int = 20,
         guidance_scale: float = 1.0,
         eta: float = 0.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
@@ -67,7 +68,7 @@ class DiffusionGenerator(nn.Module):
         self.num_inference_steps = num_inference_steps
         self.guidance_scale = guidance_scale
         self.eta = eta
-        self.checkpoint_steps = checkpoint_steps
+        self.gradient_checkpointing = gradient_checkpointing
         self.grad_steps = grad_steps
         self.autocast_dtype = autocast_dtype
         self.channels_last = channels_last
@@ -154,7 +155,7 @@ class DiffusionGenerator(nn.Module):
             with self._autocast():
                 return fn(*inputs)
 
-        if self.checkpoint_steps and torch.is_grad_enabled():
+        if self.gradient_checkpointing and torch.is_grad_enabled():
             return checkpoint(run, *args, use_reentrant=False)
         return run(*args)
 

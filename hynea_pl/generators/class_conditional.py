@@ -26,7 +26,7 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         num_inference_steps: DDIM steps of the sampling chain.
         guidance_scale: classifier-free guidance scale (off at <= 1).
         eta: DDIM eta (0: deterministic).
-        checkpoint_steps: gradient-checkpoint every model call of the chain (saves memory on big models,
+        gradient_checkpointing: gradient-checkpoint every model call of the chain (saves memory on big models,
             costs time on small ones).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
     """
@@ -37,12 +37,12 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         num_inference_steps: int = 20,
         guidance_scale: float = 3.0,
         eta: float = 0.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         dtype: str = "float32",
     ) -> None:
         frozen = _load_frozen(str(resolve_path(pretrained)), dtype)
         super().__init__(
             frozen.unet, frozen.vae, scheduler=type(frozen.scheduler).from_config(frozen.scheduler.config),
             condition_encoder=frozen.condition_encoder, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, checkpoint_steps=checkpoint_steps,
+            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
         )

@@ -63,7 +63,7 @@ class TransformerGenerator(DiffusionGenerator):
         null_class: label of the unconditional (dropped) class; ``None``: no guidance.
         scheduler: a diffusers scheduler; default ``DDIMScheduler()``.
         hypernet_blocks: ``K``, how many blocks the HyperNet copies (capped at the depth).
-        num_inference_steps, guidance_scale, eta, checkpoint_steps, grad_steps, autocast_dtype, channels_last:
+        num_inference_steps, guidance_scale, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last:
             see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
     """
 
@@ -82,13 +82,13 @@ class TransformerGenerator(DiffusionGenerator):
         num_inference_steps: int = 50,
         guidance_scale: float = 4.0,
         eta: float = 0.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
     ) -> None:
         super().__init__(transformer, vae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=guidance_scale, eta=eta, checkpoint_steps=checkpoint_steps,
+                         guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
                          grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last)
         if hypernet_blocks < 1:
             raise ValueError(f"hypernet_blocks must be >= 1, got {hypernet_blocks}")
@@ -220,7 +220,7 @@ class DiTGenerator(TransformerGenerator):
         guidance_scale: classifier-free guidance scale (off at <= 1).
         eta: DDIM eta (0: deterministic).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
-        checkpoint_steps, grad_steps, autocast_dtype, channels_last: see
+        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
             :class:`~hynea_pl.generators.base.DiffusionGenerator`.
         hypernet_blocks: ``K``, blocks copied by the HyperNet (8 as the authors' SiT HyperNet; capped at the depth).
 
@@ -237,7 +237,7 @@ class DiTGenerator(TransformerGenerator):
         guidance_scale: float = 4.0,
         eta: float = 0.0,
         dtype: str = "float32",
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
@@ -248,7 +248,7 @@ class DiTGenerator(TransformerGenerator):
         )
         self._setup(transformer, autoencoder, _scheduler(scheduler, config), hypernet_blocks=hypernet_blocks,
                     num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
-                    checkpoint_steps=checkpoint_steps, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
+                    gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
                     channels_last=channels_last)
 
     @classmethod

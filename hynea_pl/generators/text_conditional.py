@@ -54,7 +54,7 @@ class TextConditionalLDM(LatentDiffusionGenerator):
         control_image: its condition: a path, a PIL image or a tensor ``(1, 3, H', W')`` in [0, 1]; resized to
             the image size as ``StableDiffusionControlNetPipeline`` does.
         controlnet_scale: the task ControlNet's ``conditioning_scale``.
-        num_inference_steps, guidance_scale, eta, checkpoint_steps, grad_steps, autocast_dtype, channels_last:
+        num_inference_steps, guidance_scale, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last:
             see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
     """
 
@@ -73,7 +73,7 @@ class TextConditionalLDM(LatentDiffusionGenerator):
         num_inference_steps: int = 25,
         guidance_scale: float = 7.5,
         eta: float = 0.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
@@ -84,7 +84,7 @@ class TextConditionalLDM(LatentDiffusionGenerator):
             raise ValueError("guess-mode ControlNets (global_pool_conditions: true) are not supported")
         super().__init__(unet, vae, scheduler=scheduler, condition_encoder=None,
                          num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
-                         checkpoint_steps=checkpoint_steps, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
+                         gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
                          channels_last=channels_last)
         self.text_encoder = text_encoder
         self.tokenizer = tokenizer
@@ -266,7 +266,7 @@ class StableDiffusionGenerator(TextConditionalLDM):
         controlnet: a frozen task ``ControlNetModel``: a folder (``config.json`` + weights) or a hub id.
         control_image: path to its condition image (e.g. a segmentation map), resized to the image size.
         controlnet_scale: the task ControlNet's conditioning scale.
-        checkpoint_steps, grad_steps, autocast_dtype, channels_last: see
+        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
             :class:`~hynea_pl.generators.base.DiffusionGenerator`.
     """
 
@@ -284,7 +284,7 @@ class StableDiffusionGenerator(TextConditionalLDM):
         controlnet: str | None = None,
         control_image: str | None = None,
         controlnet_scale: float = 1.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: Literal["bfloat16", "float16"] | None = None,
         channels_last: bool = False,
@@ -303,7 +303,7 @@ class StableDiffusionGenerator(TextConditionalLDM):
             scheduler=SCHEDULERS[scheduler].from_config(frozen.scheduler_config),
             prompt=prompt, negative_prompt=negative_prompt, controlnet=task_controlnet, control_image=image,
             controlnet_scale=controlnet_scale, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, checkpoint_steps=checkpoint_steps, grad_steps=grad_steps,
+            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
             autocast_dtype=autocast_dtype, channels_last=channels_last,
         )
 

@@ -49,7 +49,7 @@ class UnconditionalLatentDiffusion(DiffusionGenerator):
         unet: the frozen ``UNet2DModel`` (epsilon prediction, as the scheduler is configured).
         vqvae: the frozen ``VQModel``.
         scheduler: default ``DDIMScheduler()``.
-        num_inference_steps, eta, checkpoint_steps, grad_steps, autocast_dtype, channels_last: see
+        num_inference_steps, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
             :class:`DiffusionGenerator`.
         quantize: quantise latents in the decoder (``LDMPipeline`` does); ``False``: decode them as they are.
         scaling_factor: override the latent scaling factor (``None``: see above).
@@ -62,7 +62,7 @@ class UnconditionalLatentDiffusion(DiffusionGenerator):
         scheduler: Any | None = None,
         num_inference_steps: int = 100,
         eta: float = 0.0,
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
@@ -70,7 +70,7 @@ class UnconditionalLatentDiffusion(DiffusionGenerator):
         scaling_factor: float | None = None,
     ) -> None:
         super().__init__(unet, vqvae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=1.0, eta=eta, checkpoint_steps=checkpoint_steps, grad_steps=grad_steps,
+                         guidance_scale=1.0, eta=eta, gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
                          autocast_dtype=autocast_dtype, channels_last=channels_last)
         self.unet = unet
         self.quantize = quantize
@@ -209,7 +209,7 @@ class UnconditionalLDM(UnconditionalLatentDiffusion):
         num_inference_steps: DDIM steps (paper: 100).
         eta: DDIM eta (paper: 0, deterministic).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
-        checkpoint_steps: gradient-checkpoint every model call of the chain and the decoder.
+        gradient_checkpointing: gradient-checkpoint every model call of the chain and the decoder.
         grad_steps: back-propagate through the last ``grad_steps`` sampling steps only (``null``: all).
         autocast_dtype: ``bfloat16`` / ``float16`` autocast of the model calls (``null``: off).
         channels_last: ``torch.channels_last`` memory format for the UNet and the VQ model.
@@ -223,7 +223,7 @@ class UnconditionalLDM(UnconditionalLatentDiffusion):
         num_inference_steps: int = 100,
         eta: float = 0.0,
         dtype: str = "float32",
-        checkpoint_steps: bool = True,
+        gradient_checkpointing: bool = False,
         grad_steps: int | None = None,
         autocast_dtype: str | None = None,
         channels_last: bool = False,
@@ -235,7 +235,7 @@ class UnconditionalLDM(UnconditionalLatentDiffusion):
         unet, vqvae, scheduler = _load_frozen(checkpoint_key(pretrained), dtype)
         super().__init__(
             unet, vqvae, scheduler=DDIMScheduler.from_config(scheduler.config),
-            num_inference_steps=num_inference_steps, eta=eta, checkpoint_steps=checkpoint_steps,
+            num_inference_steps=num_inference_steps, eta=eta, gradient_checkpointing=gradient_checkpointing,
             grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last, quantize=quantize,
             scaling_factor=scaling_factor,
         )
