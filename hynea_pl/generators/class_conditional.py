@@ -26,9 +26,10 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         num_inference_steps: DDIM steps of the sampling chain.
         guidance_scale: classifier-free guidance scale (off at <= 1).
         eta: DDIM eta (0: deterministic).
-        gradient_checkpointing: gradient-checkpoint every model call of the chain (saves memory on big models,
-            costs time on small ones).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
+        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: the memory / speed levers, see
+            :class:`~hynea_pl.generators.base.DiffusionGenerator` (on CPU at MNIST size checkpointing costs time
+            and saves little memory).
     """
 
     def __init__(
@@ -37,12 +38,16 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         num_inference_steps: int = 20,
         guidance_scale: float = 3.0,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
         dtype: str = "float32",
+        gradient_checkpointing: bool = False,
+        grad_steps: int | None = None,
+        autocast_dtype: str | None = None,
+        channels_last: bool = False,
     ) -> None:
         frozen = _load_frozen(str(resolve_path(pretrained)), dtype)
         super().__init__(
             frozen.unet, frozen.vae, scheduler=type(frozen.scheduler).from_config(frozen.scheduler.config),
             condition_encoder=frozen.condition_encoder, num_inference_steps=num_inference_steps,
             guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
+            grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last,
         )
