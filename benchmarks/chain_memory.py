@@ -267,7 +267,8 @@ def _origin(setup: Setup, steps: int) -> Tensor:
     """The un-adapted image of the stored noise for a chain length (cached)."""
     if steps not in setup.origins:
         gen = setup.generator
-        gen.num_inference_steps, gen.gradient_checkpointing, gen.grad_steps, gen.autocast_dtype = steps, False, None, None
+        gen.num_inference_steps, gen.grad_steps, gen.autocast_dtype = steps, None, None
+        gen.gradient_checkpointing = False
         setup.origins[steps] = gen.sample(gen.initial_noise(0), setup.condition).float()
     return setup.origins[steps]
 

@@ -31,7 +31,7 @@ from tiny_sd import (
 from torch import nn
 
 from hynea_pl.generators.hub import hub_reachable
-from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalLDM
+from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalGenerator
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import ClassifierSUT, Preprocess
 
@@ -51,10 +51,10 @@ def parts(tmp_path_factory):
     }
 
 
-def make_generator(parts, controlnet: bool = False, scheduler: str = "ddim", **settings) -> TextConditionalLDM:
+def make_generator(parts, controlnet: bool = False, scheduler: str = "ddim", **settings) -> TextConditionalGenerator:
     settings = {"num_inference_steps": STEPS, "guidance_scale": GUIDANCE, **settings}
     task = {"controlnet": parts["controlnet"], "control_image": str(parts["control_path"])} if controlnet else {}
-    return TextConditionalLDM(
+    return TextConditionalGenerator(
         parts["unet"], parts["vae"], parts["text_encoder"], parts["tokenizer"],
         scheduler=SCHEDULERS[scheduler].from_config(tiny_scheduler().config),
         prompt=PROMPT, negative_prompt=NEGATIVE_PROMPT, **task, **settings,
@@ -76,7 +76,7 @@ def run_pipeline(pipe, noise, guidance: float = GUIDANCE, **extra) -> tuple[torc
 
 
 @torch.no_grad()
-def ours(gen: TextConditionalLDM, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def ours(gen: TextConditionalGenerator, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Our chain with a fresh HyperNet and a zero control."""
     hypernet, control = gen.make_hypernet(), torch.zeros(1, *LATENT_SHAPE)
     latents = gen.denoise(noise, None, hypernet=hypernet, control=control)

@@ -21,7 +21,7 @@ from tiny_unconditional import (
     tiny_vqvae,
 )
 
-from hynea_pl.generators.unconditional import UnconditionalLatentDiffusion, UnconditionalLDM
+from hynea_pl.generators.unconditional import UNet2DGenerator, UnconditionalLDM
 from hynea_pl.hypernets.unet2d_hypernet import UNet2DHyperNet
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import BinaryAttributeSUT, Preprocess
@@ -29,8 +29,8 @@ from hynea_pl.suts import BinaryAttributeSUT, Preprocess
 STEPS = 3
 
 
-def tiny_generator(**settings) -> UnconditionalLatentDiffusion:
-    return UnconditionalLatentDiffusion(tiny_unet2d(), tiny_vqvae(), tiny_ddim(),
+def tiny_generator(**settings) -> UNet2DGenerator:
+    return UNet2DGenerator(tiny_unet2d(), tiny_vqvae(), tiny_ddim(),
                                         **{"num_inference_steps": STEPS, **settings})
 
 
@@ -43,7 +43,7 @@ def perturb(hypernet: UNet2DHyperNet, scale: float = 0.05, seed: int = 1) -> Non
                 p.copy_(scale * torch.randn(p.shape, generator=gen))
 
 
-def pipeline_images(gen: UnconditionalLatentDiffusion, seed: int) -> torch.Tensor:
+def pipeline_images(gen: UNet2DGenerator, seed: int) -> torch.Tensor:
     """diffusers' LDMPipeline on the same components: (1, 3, H, W) in [0, 1]."""
     pipe = LDMPipeline(vqvae=gen.vae, unet=gen.unet, scheduler=tiny_ddim())
     pipe.set_progress_bar_config(disable=True)

@@ -1,12 +1,30 @@
-"""Generators: frozen generative models whose output can be steered by a trainable HyperNet."""
+"""Generators: frozen generative models whose output can be steered by a trainable HyperNet.
+
+Naming rule. Every generator comes as two classes:
+
+- a *family class*, built from in-memory diffusers components (tests, notebooks, new checkpoints), ends in
+  ``Generator`` and is named after the architecture it implements, never after a published model:
+  ``LatentDiffusionGenerator`` (cross-attention ``UNet2DConditionModel`` LDM, class tokens or hidden states),
+  ``TextConditionalGenerator`` (the same UNet driven by a CLIP prompt, plus an optional task ControlNet),
+  ``UNet2DGenerator`` (unconditional ``UNet2DModel`` + ``VQModel``) and ``TransformerGenerator`` (patch
+  transformers, the extension point for SiT and others);
+- a *loader*, its YAML-facing subclass, built from a checkpoint location (``pretrained: <folder or hub id>``) and
+  named after the model it loads: ``ClassConditionalLDM`` (the zoo's MNIST LDM), ``UnconditionalLDM``
+  (``CompVis/ldm-celebahq-256``), ``DiTGenerator`` (``facebook/DiT-XL-2-256``), ``StableDiffusionGenerator``
+  (Stable Diffusion 1.x).
+
+Every class accepts the memory / speed levers of :class:`DiffusionGenerator` (``gradient_checkpointing``,
+``grad_steps``, ``autocast_dtype``, ``channels_last``); ``make_hypernet()`` / ``load_hypernet(directory)`` give
+the HyperNet that fits the family.
+"""
 
 from hynea_pl.generators.base import DiffusionGenerator
 from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.generators.dit import DiTGenerator, TransformerGenerator
 from hynea_pl.generators.ldm import LatentDiffusionGenerator
-from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalLDM
-from hynea_pl.generators.unconditional import UnconditionalLatentDiffusion, UnconditionalLDM
+from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalGenerator
+from hynea_pl.generators.unconditional import UNet2DGenerator, UnconditionalLDM
 
 __all__ = [
     "ClassConditionalLDM",
@@ -15,8 +33,8 @@ __all__ = [
     "DiffusionGenerator",
     "LatentDiffusionGenerator",
     "StableDiffusionGenerator",
-    "TextConditionalLDM",
+    "TextConditionalGenerator",
     "TransformerGenerator",
+    "UNet2DGenerator",
     "UnconditionalLDM",
-    "UnconditionalLatentDiffusion",
 ]

@@ -1,6 +1,6 @@
 """Stable Diffusion 1.5 (text-conditional UNet) as a frozen generator, with an optional frozen task ControlNet.
 
-:class:`TextConditionalLDM` wraps ready-made diffusers / transformers components (``UNet2DConditionModel``,
+:class:`TextConditionalGenerator` wraps ready-made diffusers / transformers components (``UNet2DConditionModel``,
 ``AutoencoderKL``, ``CLIPTextModel`` + ``CLIPTokenizer``, a scheduler, optionally a ``ControlNetModel`` and its
 control image). :class:`StableDiffusionGenerator` is its YAML-friendly form: it loads the components from a local
 folder in the diffusers Stable Diffusion layout or from a Hugging Face hub id (once per process) and builds a
@@ -38,7 +38,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 SD_SUBFOLDERS = ("unet", "vae", "text_encoder", "tokenizer", "scheduler")
 
 
-class TextConditionalLDM(LatentDiffusionGenerator):
+class TextConditionalGenerator(LatentDiffusionGenerator):
     """Frozen text-conditional LDM (Stable Diffusion layout): initial noise (+ HyperNet, control) -> image in [0, 1].
 
     Shapes: noise / latents ``(B, 4, h, w)`` (``h, w`` = the UNet's ``sample_size``), images ``(B, 3, H, W)``
@@ -84,8 +84,8 @@ class TextConditionalLDM(LatentDiffusionGenerator):
             raise ValueError("guess-mode ControlNets (global_pool_conditions: true) are not supported")
         super().__init__(unet, vae, scheduler=scheduler, condition_encoder=None,
                          num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
-                         gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
-                         channels_last=channels_last)
+                         gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
+                         autocast_dtype=autocast_dtype, channels_last=channels_last)
         self.text_encoder = text_encoder
         self.tokenizer = tokenizer
         self.controlnet = controlnet
@@ -246,7 +246,7 @@ def load_control_image(path: str | Path) -> Any:
         return image.convert("RGB")
 
 
-class StableDiffusionGenerator(TextConditionalLDM):
+class StableDiffusionGenerator(TextConditionalGenerator):
     """Stable Diffusion 1.5 (+ an optional frozen task ControlNet) configured by names (YAML-friendly).
 
     Frozen components are loaded once per process and shared; every instance is a fresh wrapper (own scheduler,
@@ -303,15 +303,15 @@ class StableDiffusionGenerator(TextConditionalLDM):
             scheduler=SCHEDULERS[scheduler].from_config(frozen.scheduler_config),
             prompt=prompt, negative_prompt=negative_prompt, controlnet=task_controlnet, control_image=image,
             controlnet_scale=controlnet_scale, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
-            autocast_dtype=autocast_dtype, channels_last=channels_last,
+            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
+            grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last,
         )
 
 
 __all__ = [
     "StableDiffusionComponents",
     "StableDiffusionGenerator",
-    "TextConditionalLDM",
+    "TextConditionalGenerator",
     "load_controlnet",
     "load_control_image",
     "load_stable_diffusion",

@@ -1,8 +1,9 @@
 """Unconditional latent diffusion: a frozen ``UNet2DModel`` + ``VQModel`` + DDIM (e.g. ``CompVis/ldm-celebahq-256``).
 
-:class:`UnconditionalLatentDiffusion` wraps in-memory diffusers components; :class:`UnconditionalLDM` is its
-YAML-friendly form configured by a checkpoint location (a local folder, or a Hugging Face hub id read from the local
-cache and downloaded only when the hub is reachable). Conditions are ignored: every origin comes from its initial
+:class:`UNet2DGenerator` (the family class, named after its ``UNet2DModel`` denoiser) wraps in-memory diffusers
+components; :class:`UnconditionalLDM` (the loader, named after the model) is its YAML-friendly form configured by a
+checkpoint location (a local folder, or a Hugging Face hub id read from the local cache and downloaded only when the
+hub is reachable). Conditions are ignored: every origin comes from its initial
 noise alone.
 """
 
@@ -24,7 +25,7 @@ from hynea_pl.generators.hub import checkpoint_key, load_pretrained, require_sub
 COMPONENTS = ("unet", "vqvae", "scheduler")
 
 
-class UnconditionalLatentDiffusion(DiffusionGenerator):
+class UNet2DGenerator(DiffusionGenerator):
     """Frozen unconditional LDM: initial noise (+ HyperNet, control) -> image in [0, 1]; no guidance.
 
     Residual injection. ``UNet2DModel.forward`` takes no residuals, and diffusers is not edited, so while a
@@ -70,8 +71,8 @@ class UnconditionalLatentDiffusion(DiffusionGenerator):
         scaling_factor: float | None = None,
     ) -> None:
         super().__init__(unet, vqvae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=1.0, eta=eta, gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
-                         autocast_dtype=autocast_dtype, channels_last=channels_last)
+                         guidance_scale=1.0, eta=eta, gradient_checkpointing=gradient_checkpointing,
+                         grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last)
         self.unet = unet
         self.quantize = quantize
         self.scaling_factor = float(scaling_factor) if scaling_factor is not None else vq_scaling_factor(vqvae)
@@ -198,7 +199,7 @@ def _load_frozen(pretrained: str, dtype: str) -> tuple[UNet2DModel, VQModel, DDI
     return unet, vqvae, scheduler
 
 
-class UnconditionalLDM(UnconditionalLatentDiffusion):
+class UnconditionalLDM(UNet2DGenerator):
     """The frozen unconditional LDM of the paper's CelebA task (``CompVis/ldm-celebahq-256``: ``UNet2DModel`` +
     ``VQModel`` + DDIM), configured by a checkpoint location.
 
