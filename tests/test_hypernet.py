@@ -14,6 +14,7 @@ from tiny_components import (
 )
 
 from hynea_pl.hypernets import ControlProjector, UNetHyperNet
+from hynea_pl.hypernets.control import expand_control
 
 LABEL = 3
 TARGET = 5
@@ -175,3 +176,16 @@ def test_checkpointing_recomputes_model_calls_but_steps_the_scheduler_once(gradi
     gen(gen.initial_noise(0), LABEL, hypernet, _control(projector)).mean().backward()
     n = gen.num_inference_steps
     assert counts == {"hypernet": model_calls * n, "step": n}
+
+
+def test_expand_control_repeats_the_batch_in_guidance_order_and_casts():
+    control = torch.arange(2 * 3, dtype=torch.float32).reshape(2, 3, 1, 1)
+    same = expand_control(control, 2)
+    assert same is control  # nothing to do: no copy
+    doubled = expand_control(control, 4, torch.float64)
+    assert doubled.shape == (4, 3, 1, 1) and doubled.dtype == torch.float64
+    assert torch.equal(doubled[:2], control.double()) and torch.equal(doubled[2:], control.double())
+    assert expand_control(torch.ones(1, 5), 3).shape == (3, 5)  # any rank
+    for batch in (3, 5):
+        with pytest.raises(ValueError, match="control batch 2 does not divide model batch"):
+            expand_control(control, batch)

@@ -15,6 +15,8 @@ from typing import Any
 from diffusers.models.embeddings import PatchEmbed
 from torch import Tensor, nn
 
+from hynea_pl.hypernets.control import expand_control
+
 #: ``run_block(block, tokens (N, L, D), context) -> tokens (N, L, D)``: how one transformer block is called.
 BlockRunner = Callable[[nn.Module, Tensor, Any], Tensor]
 
@@ -93,12 +95,7 @@ class TransformerHyperNet(nn.Module):
 
     def embed_control(self, tokens: Tensor, control: Tensor) -> Tensor:
         """``tokens (N, L, D)`` + zero-linear(attention of the tokens over the embedded ``control``)."""
-        n = tokens.shape[0]
-        if control.shape[0] != n:
-            if n % control.shape[0]:
-                raise ValueError(f"control batch {control.shape[0]} does not divide model batch {n}")
-            control = control.repeat(n // control.shape[0], 1, 1, 1)
-        keys = self.control_embed(control.to(tokens.dtype))
+        keys = self.control_embed(expand_control(control, tokens.shape[0], tokens.dtype))
         attended, _ = self.control_attention(self.control_norm(tokens), keys, keys, need_weights=False)
         return tokens + self.control_zero(attended)
 

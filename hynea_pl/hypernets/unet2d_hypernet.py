@@ -12,6 +12,8 @@ import torch
 from diffusers import UNet2DModel
 from torch import Tensor, nn
 
+from hynea_pl.hypernets.control import expand_control
+
 
 def zero_conv(in_channels: int, out_channels: int, kernel_size: int = 1) -> nn.Conv2d:
     """A ``Conv2d`` whose weight and bias start at zero (it outputs zeros until trained)."""
@@ -80,13 +82,6 @@ class UNet2DHyperNet(nn.Module):
         t = t * torch.ones(sample.shape[0], dtype=t.dtype, device=sample.device)
         return self.time_embedding(self.time_proj(t).to(dtype=self.conv_in.weight.dtype))
 
-    def _expand_control(self, control: Tensor, n: int) -> Tensor:
-        if control.shape[0] != n:
-            if n % control.shape[0]:
-                raise ValueError(f"control batch {control.shape[0]} does not divide model batch {n}")
-            control = control.repeat(n // control.shape[0], 1, 1, 1)
-        return control
-
     def forward(self, sample: Tensor, timestep: Tensor | int,
                 control: Tensor | None = None) -> tuple[tuple[Tensor, ...], Tensor | None]:
         """Residuals for the frozen UNet.
@@ -106,8 +101,7 @@ class UNet2DHyperNet(nn.Module):
         emb = self._embed_time(timestep, sample)
         hidden = self.conv_in(sample)
         if control is not None:
-            control = self._expand_control(control, sample.shape[0])
-            hidden = hidden + self.control_in(control.to(hidden.dtype))
+            hidden = hidden + self.control_in(expand_control(control, sample.shape[0], hidden.dtype))
         skips: tuple[Tensor, ...] = (hidden,)
         for block in self.down_blocks:
             hidden, res = block(hidden_states=hidden, temb=emb)

@@ -8,6 +8,8 @@ import torch
 from diffusers import ControlNetModel, UNet2DConditionModel
 from torch import Tensor, nn
 
+from hynea_pl.hypernets.control import expand_control
+
 
 class UNetHyperNet(nn.Module):
     """ControlNet-style HyperNet built with ``ControlNetModel.from_unet``.
@@ -73,15 +75,11 @@ class UNetHyperNet(nn.Module):
             control = torch.zeros(
                 n, self.conditioning_channels, *sample.shape[2:], device=sample.device, dtype=sample.dtype
             )
-        if control.shape[0] != n:
-            if n % control.shape[0]:
-                raise ValueError(f"control batch {control.shape[0]} does not divide model batch {n}")
-            control = control.repeat(n // control.shape[0], 1, 1, 1)
         down, mid = self.controlnet(
             sample,
             timestep,
             encoder_hidden_states=encoder_hidden_states,
-            controlnet_cond=control.to(sample.dtype),
+            controlnet_cond=expand_control(control, n, sample.dtype),
             return_dict=False,
         )
         return tuple(down), mid
