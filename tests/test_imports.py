@@ -1,0 +1,136 @@
+"""Every subpackage imports on its own, and no import cycle runs between hynea_pl's subpackages (issue 12)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "hynea_pl"
+MODULES = [
+    "hynea_pl.paths", "hynea_pl.progress", "hynea_pl.zoo", "hynea_pl.generators", "hynea_pl.hypernets",
+    "hynea_pl.suts", "hynea_pl.metrics", "hynea_pl.methods", "hynea_pl.campaign", "hynea_pl.callbacks",
+    "hynea_pl.objectives", "hynea_pl.report", "baselines",
+]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_module_imports_in_a_fresh_interpreter(module):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def node_of(path: Path) -> str:
+    """The graph node of a source file: its top-level subpackage or module (``paths``), or ``hynea_pl`` itself."""
+    parts = path.relative_to(PACKAGE).parts
+    if parts == ("__init__.py",):
+        return "hynea_pl"
+    return parts[0].removesuffix(".py")
+
+
+def imported_nodes(path: Path, nodes: set[str]) -> set[str]:
+    """The nodes that ``path`` imports anywhere in its source (module level and inside functions alike)."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    found: set[str] = set()
+    for stmt in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(stmt, ast.Import):
+            targets = [alias.name for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom):
+            base = stmt.module or ""
+            if stmt.level:
+                anchor = package.split(".")[: len(package.split(".")) - stmt.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{alias.name}" for alias in stmt.names] if base == "hynea_pl" else [base]
+        else:
+            continue
+        for target in targets:
+            parts = target.split(".")
+            if parts[0] == "hynea_pl":
+                found.add(parts[1] if len(parts) > 1 and parts[1] in nodes else "hynea_pl")
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
+    nodes = {node_of(p) for p in files}
+    graph: dict[str, set[str]] = {node: set() for node in nodes}
+    for path in files:
+        source = node_of(path)
+        graph[source] |= imported_nodes(path, nodes) - {source}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a node list (first node repeated last), or ``None``."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_cycle_finder_finds_a_planted_cycle():
+    graph = {"paths": {"zoo"}, "zoo": {"generators"}, "generators": {"paths"}, "report": {"zoo"}}
+    assert find_cycle(graph) == ["generators", "paths", "zoo", "generators"]
+    graph["paths"] = set()
+    assert find_cycle(graph) is None
+
+
+def test_graph_sees_function_level_and_relative_imports(tmp_path, monkeypatch):
+    fake = tmp_path / "hynea_pl"
+    (fake / "zoo").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "paths.py").write_text("def f():\n    from hynea_pl.zoo import build\n")
+    (fake / "zoo" / "__init__.py").write_text("from . import build\nfrom ..paths import f\nimport hynea_pl\n")
+    (fake / "zoo" / "build.py").write_text("")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert import_graph() == {"hynea_pl": set(), "paths": {"zoo"}, "zoo": {"paths", "hynea_pl"}}
+
+
+def test_no_import_cycle_between_subpackages():
+    graph = import_graph()
+    assert "paths" in graph and "zoo" in graph
+    assert graph["paths"] == set(), f"paths.py must import nothing of hynea_pl, it imports {graph['paths']}"
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
+def test_zoo_uri_still_resolves_through_the_registry(tiny_zoo):
+    from hynea_pl.paths import registered_schemes, resolve_path
+
+    assert "zoo" in registered_schemes()
+    assert resolve_path("zoo://tiny/sut") == tiny_zoo.entries["sut"] / "model.safetensors"
+    assert resolve_path("zoo://tiny/ldm") == tiny_zoo.entries["ldm"]
+    assert resolve_path("~/x.pt") == Path.home() / "x.pt"
+
+
+def test_register_scheme_routes_its_uris(monkeypatch):
+    from hynea_pl import paths
+
+    monkeypatch.setattr(paths, "_SCHEMES", dict(paths._SCHEMES))
+    paths.register_scheme("mem", lambda uri: Path("/tmp") / uri.removeprefix("mem://"))
+    assert paths.resolve_path("mem://a/b") == Path("/tmp/a/b")
+    assert paths.resolve_path("other://a") == Path("other://a"), "unknown schemes stay local paths"
+    with pytest.raises(ValueError):
+        paths.register_scheme("bad://", str)
