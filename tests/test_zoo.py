@@ -102,6 +102,35 @@ def test_missed_gate_fails_loudly_and_writes_no_manifest(tiny_zoo):
     assert not manifest.exists()
 
 
+def test_slow_build_only_warns_and_reports_its_time(tiny_zoo, capsys):
+    profile = get_profile("tiny")
+    hurried = replace(profile, gates=replace(profile.gates, max_build_s=1e-3))
+    zoo = load_zoo(hurried)  # first use: components are cached, only the gates are measured
+    time_gate = zoo.quality["gates"][-1]
+    assert time_gate["name"] == "build_time_s" and time_gate["value"] > 1e-3
+    assert time_gate["passed"] is False and time_gate["fatal"] is False
+    err = capsys.readouterr().err
+    assert "over budget" in err and "FAIL" not in err, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "over its 0 s budget" in warnings[0], err
+    assert is_complete(zoo.manifest_dir), "the build succeeds and is cached"
+    capsys.readouterr()
+    load_zoo(hurried)
+    assert capsys.readouterr().err == "", "a cached zoo loads silently"
+
+
+def test_first_use_shows_each_component_progress_and_the_table(tiny_zoo, capsys):
+    profile = get_profile("tiny")
+    reseeded = replace(profile, embedder=replace(profile.embedder, seed=7))
+    load_zoo(reseeded)
+    err = capsys.readouterr().err
+    assert f"zoo embedder: step {profile.embedder.max_steps}/{profile.embedder.max_steps} (100%)" in err, err
+    assert "zoo sut: step" not in err, "cached components are not retrained"
+    assert "Epoch" not in err and "/-2" not in err
+    for gate in ("sut_accuracy", "generated_accuracy", "build_time_s"):
+        assert gate in err
+
+
 def test_network_guard_blocks_connections(no_network):
     from offline_guard import NetworkAccessError
 
@@ -137,3 +166,16 @@ def test_zoo_build_command_prints_the_quality_table(tiny_zoo, capsys):
     for gate in ("sut_accuracy", "reconstruction_accuracy", "generated_accuracy", "build_time_s"):
         assert gate in out
     assert str(tiny_zoo.manifest_dir) in out.replace("\n", "")
+
+
+def test_zoo_build_command_shows_progress_then_the_table_once(tiny_zoo, capsys, monkeypatch):
+    from hynea_pl.cli import main
+    from hynea_pl.zoo import PROFILES
+
+    profile = get_profile("tiny")
+    monkeypatch.setitem(PROFILES, "tiny", replace(profile, embedder=replace(profile.embedder, seed=8)))
+    assert main(["zoo", "build", "--profile", "tiny"]) == 0
+    captured = capsys.readouterr()
+    assert "zoo embedder: step 10/10 (100%)" in captured.err, captured.err
+    assert (captured.out + captured.err).count("hynea_pl zoo quality (tiny)") == 1
+    assert "build_time_s" in captured.out

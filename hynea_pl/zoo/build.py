@@ -84,10 +84,13 @@ def _timed_entry(path: Path, build: Callable[[Path], object]) -> None:
 
 
 def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
-    """Build every missing component of ``profile``, then measure and store its quality gates.
+    """Build every missing component of ``profile`` (showing each one's training progress), then measure and
+    store its quality gates; ``verbose`` prints the quality table after a build (it is always printed when a
+    gate is missed). Nothing is printed when the profile is already cached.
 
-    Raises :class:`ZooQualityError` when a gate is missed; a model gate failure leaves no manifest, so
-    the zoo is never loaded as valid.
+    Raises :class:`ZooQualityError` when a model-quality gate is missed, leaving no manifest, so the zoo is never
+    loaded as valid. The build time is a budget: measured, stored and shown (``over budget`` plus a one-line
+    warning when missed), never fatal.
     """
     if isinstance(profile, str):
         profile = get_profile(profile)
@@ -116,26 +119,27 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
         )
         build_s = sum(json.loads((entries[n] / "build.json").read_text())["build_s"] for n in COMPONENTS)
         build_s += time.perf_counter() - start
-        time_gate = Gate("build_time_s", build_s, profile.gates.max_build_s, higher_is_better=False)
+        time_gate = Gate("build_time_s", build_s, profile.gates.max_build_s, higher_is_better=False, fatal=False)
         quality = {"profile": profile.name, "gates": [g.as_dict() for g in (*gates, time_gate)],
                    "entries": {k: str(v) for k, v in entries.items()}}
         (staging / "quality.json").write_text(json.dumps(quality, indent=2))
-        if verbose or not all(g.passed for g in gates):
-            train.console.print(quality_table(profile.name, quality["gates"]))
         failed = [g.name for g in gates if not g.passed]
+        if verbose or failed:
+            train.console.print(quality_table(profile.name, quality["gates"]))
         if failed:
             raise ZooQualityError(f"zoo profile {profile.name!r} missed its quality gates: {', '.join(failed)}")
     if not time_gate.passed:
-        raise ZooQualityError(
-            f"zoo profile {profile.name!r} built in {build_s:.0f} s, over its {time_gate.threshold:.0f} s budget "
-            "(the models passed their gates and are cached)"
+        train.console.print(
+            f"[yellow]zoo: warning:[/] profile {profile.name!r} built in {build_s:.0f} s, over its "
+            f"{time_gate.threshold:.0f} s budget (the models passed their gates and are cached)",
+            soft_wrap=True,
         )
     return zoo
 
 
 def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
-    """The zoo of ``profile``, built on first use."""
-    return build_zoo(profile, verbose=False)
+    """The zoo of ``profile``; the first use builds it, showing each component's progress and the quality table."""
+    return build_zoo(profile, verbose=True)
 
 
 def resolve_zoo_uri(uri: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -11,39 +12,46 @@ from pathlib import Path
 import lightning as L
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
-from rich.console import Console
 from safetensors.torch import save_file
 from torch.utils.data import DataLoader, TensorDataset
 
 from hynea_pl.generators.conditioning import ClassEmbedding
+from hynea_pl.progress import StepProgressBar, stderr_console
 from hynea_pl.zoo.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.classifier import ClassifierTraining, DigitCNN
 from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
 from hynea_pl.zoo.denoiser import EMA, DenoiserTraining
 from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig
 
-console = Console(stderr=True)
+console = stderr_console
 
 #: How the zoo classifiers expect their input: 1x32x32 in [0, 1], then (x - 0.5) / 0.5.
 CLASSIFIER_PREPROCESS = {"size": IMAGE_SIZE, "channels": 1, "mean": [0.5], "std": [0.5]}
 
 
 def fit(module: L.LightningModule, dataset: TensorDataset, batch_size: int, max_steps: int, seed: int,
-        callbacks: list[L.Callback] | None = None) -> float:
-    """Fit ``module`` for ``max_steps`` optimiser steps on shuffled batches; returns wall seconds."""
+        callbacks: list[L.Callback] | None = None, name: str = "component") -> float:
+    """Fit ``module`` for ``max_steps`` optimiser steps on shuffled batches, showing ``zoo <name>: step n/total``
+    (a bar on a terminal, a line every few seconds otherwise); returns wall seconds."""
     L.seed_everything(seed, verbose=False)
     loader = DataLoader(
         dataset, batch_size=batch_size, shuffle=True, drop_last=True,
         generator=torch.Generator().manual_seed(seed),
     )
-    trainer = L.Trainer(
-        max_steps=max_steps, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
-        callbacks=callbacks or [],
-    )
-    start = time.perf_counter()
-    trainer.fit(module, loader)
-    return time.perf_counter() - start
+    lightning_log = logging.getLogger("lightning.pytorch")  # "GPU available: ...", "Trainer.fit stopped: ..."
+    level = lightning_log.level
+    lightning_log.setLevel(logging.WARNING)
+    try:
+        trainer = L.Trainer(
+            max_steps=max_steps, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
+            enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0, enable_progress_bar=True,
+            callbacks=[*(callbacks or []), StepProgressBar(f"zoo {name}", console=console)],
+        )
+        start = time.perf_counter()
+        trainer.fit(module, loader)
+        return time.perf_counter() - start
+    finally:
+        lightning_log.setLevel(level)
 
 
 def classifier_init_args(cfg: ClassifierConfig) -> dict:
@@ -58,7 +66,8 @@ def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: s
     init_args = classifier_init_args(cfg)
     model = DigitCNN(**init_args)
     module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
-    seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed)
+    seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  name=role)
     model.eval()
     save_file(model.state_dict(), str(out / "model.safetensors"))
     config = {
@@ -81,7 +90,8 @@ def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> Au
         latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=IMAGE_SIZE,
     )
     module = AutoencoderTraining(vae, cfg.lr, cfg.max_steps, cfg.l1_weight, cfg.kl_weight)
-    seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed)
+    seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  name="autoencoder")
     vae.eval()
     latents = encode_latents(vae, data.train_images)
     vae.register_to_config(scaling_factor=float(1.0 / latents.std()))
@@ -102,7 +112,7 @@ def inference_scheduler(cfg: DenoiserConfig) -> DDIMScheduler:
 def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Path) -> None:
     """Train the class-conditional UNet on scaled autoencoder latents; save a generator folder
     (``unet/``, ``class_embedding/``, ``scheduler/``, ``vae/``) that ``LatentDiffusionGenerator.from_pretrained`` loads."""
-    console.print(f"[bold]zoo[/]: training denoiser (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    console.print(f"[bold]zoo[/]: training ldm (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
     vae = AutoencoderKL.from_pretrained(vae_dir)
     latents = encode_latents(vae, data.train_images) * vae.config.scaling_factor
     torch.manual_seed(cfg.seed)
@@ -120,7 +130,7 @@ def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Pa
     module = DenoiserTraining(unet, class_embedding, noise_scheduler, cfg.lr, cfg.max_steps,
                               cfg.label_dropout, cfg.snr_gamma)
     seconds = fit(module, TensorDataset(latents, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
-                  callbacks=[EMA(cfg.ema_decay)])
+                  callbacks=[EMA(cfg.ema_decay)], name="ldm")
     unet.eval()
     unet.save_pretrained(out / "unet")
     class_embedding.save_pretrained(out / "class_embedding")
