@@ -64,11 +64,17 @@ def test_multiclass_semantics_on_hand_made_logits():
     sut = ClassifierSUT(DigitCNN(channels=(4, 8), hidden=16))
     logits = torch.tensor([[0.1, 3.0, 2.0, -1.0], [5.0, 0.0, 1.0, 4.0]])
     assert sut.default_target(logits).tolist() == [2, 3]
-    assert sut.is_flipped(logits, torch.tensor([1, 3])).tolist() == [True, False]
+    target = torch.tensor([2, 3])
+    moved = torch.tensor([[0.1, 1.0, 2.0, -1.0], [0.0, 0.0, 1.0, 0.5]])  # argmax 2 (the target), 2 (a third class)
+    assert sut.is_flipped(moved, logits, target).tolist() == [True, True]  # both left the origin's class
+    assert sut.reaches_target(moved, logits, target).tolist() == [True, False]  # only the first is the target
+    assert sut.is_flipped(logits, logits, target).tolist() == [False, False]
     assert sut.is_valid_origin(logits, 1).tolist() == [True, False]
     assert sut.control_signal(logits, torch.tensor([2, 0])).tolist() == [[0, 0, 1, 0], [1, 0, 0, 0]]
-    expected = torch.nn.functional.cross_entropy(logits, torch.tensor([2, 3]))
-    torch.testing.assert_close(sut.behaviour_loss(logits, torch.tensor([2, 3])), expected)
+    labels = sut.objective_labels(logits, target)
+    assert labels.tolist() == [2, 3]
+    expected = torch.nn.functional.cross_entropy(logits, target)
+    torch.testing.assert_close(sut.behaviour_loss(logits, labels, target), expected)
 
 
 def test_sut_stays_in_eval_mode():

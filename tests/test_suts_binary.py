@@ -40,37 +40,43 @@ def test_target_control_and_prediction_on_hand_made_logits():
 def test_bce_objective_on_hand_made_logits():
     sut = make_sut()
     target = sut.default_target(ORIGIN)
+    labels = sut.objective_labels(ORIGIN, target)  # fixed once from the origin
+    assert labels.tolist() == [[1, 1, 1, 0], [0, 0, 0, 1]]
     # all logits 0: every element costs log 2 whatever its target
-    torch.testing.assert_close(sut.behaviour_loss(torch.zeros(2, 4), target), torch.tensor(math.log(2)))
+    torch.testing.assert_close(sut.behaviour_loss(torch.zeros(2, 4), labels, target), torch.tensor(math.log(2)))
     # tested logit only: item 0 x=-1 toward 1 -> log(1 + e^-1) + 1; item 1 x=1.5 toward 0 -> log(1 + e^1.5)
     only = make_sut(all_attributes=False)
     expected = (math.log(1 + math.exp(-1)) + 1 + math.log(1 + math.exp(1.5))) / 2
-    torch.testing.assert_close(only.behaviour_loss(ORIGIN, target, origin_output=ORIGIN), torch.tensor(expected))
+    torch.testing.assert_close(only.behaviour_loss(ORIGIN, labels, target), torch.tensor(expected))
     # all attributes at the origin: only the tested attribute disagrees with its target
     agree = [math.log(1 + math.exp(-2)), math.log(1 + math.exp(-0.5)), math.log(1 + math.exp(-3)),
              math.log(1 + math.exp(-0.5)), math.log(2), math.log(1 + math.exp(-2))]
     expected_all = (sum(agree) + math.log(1 + math.exp(-1)) + 1 + math.log(1 + math.exp(1.5))) / 8
-    torch.testing.assert_close(sut.behaviour_loss(ORIGIN, target), torch.tensor(expected_all))
+    torch.testing.assert_close(sut.behaviour_loss(ORIGIN, labels, target), torch.tensor(expected_all))
 
 
 def test_flip_is_a_sign_change_of_the_tested_logit():
     sut = make_sut()
     target = sut.default_target(ORIGIN)
-    assert sut.is_flipped(ORIGIN, target).tolist() == [False, False]
+    assert sut.is_flipped(ORIGIN, ORIGIN, target).tolist() == [False, False]
     moved = torch.tensor([[-2.0, 0.3, -0.5, 3.0], [0.5, 0.0, 1.0, -2.0]])  # other attributes changing do not count
-    assert sut.is_flipped(moved, target).tolist() == [True, True]  # 1.5 -> 0.0 counts: 0 is negative
-    assert sut.is_flipped(moved, torch.tensor([0, 3])).tolist() == [True, True]
-    assert sut.is_flipped(ORIGIN.clone() * 2, target).tolist() == [False, False]
+    assert sut.is_flipped(moved, ORIGIN, target).tolist() == [True, True]  # 1.5 -> 0.0 counts: 0 is negative
+    assert sut.is_flipped(moved, ORIGIN, torch.tensor([0, 3])).tolist() == [True, True]
+    assert sut.is_flipped(ORIGIN.clone() * 2, ORIGIN, target).tolist() == [False, False]
+    only_first = ORIGIN.clone()
+    only_first[0, 2] = -1.0  # item 0's attribute 2 changes sign, item 1's does not
+    assert sut.is_flipped(only_first, ORIGIN, torch.tensor([2, 2])).tolist() == [True, False]
+    # the target of a binary case is the change itself: it is reached exactly when the attribute flips
+    assert sut.reaches_target(only_first, ORIGIN, torch.tensor([2, 2])).tolist() == [True, False]
 
 
-def test_origin_must_be_known_and_explicit_origin_wins():
+def test_the_origin_is_explicit_and_must_match():
     sut = make_sut()
-    with pytest.raises(RuntimeError, match="needs the origin output"):
-        sut.behaviour_loss(ORIGIN, torch.tensor([1, 1]))
-    sut.control_signal(ORIGIN, torch.tensor([1, 1]))
     other = -ORIGIN
-    assert sut.is_flipped(other, torch.tensor([1, 1])).tolist() == [True, True]
-    assert sut.is_flipped(other, torch.tensor([1, 1]), origin_output=other).tolist() == [False, False]
+    assert sut.is_flipped(other, ORIGIN, torch.tensor([1, 1])).tolist() == [True, True]
+    assert sut.is_flipped(other, other, torch.tensor([1, 1])).tolist() == [False, False]
+    with pytest.raises(ValueError, match="does not match"):
+        sut.is_flipped(other, ORIGIN[:, :3], torch.tensor([1, 1]))
 
 
 def test_valid_origin_condition():
@@ -95,7 +101,7 @@ def test_resnet_with_40_logits_from_a_state_dict(tmp_path):
     output = sut(images)
     assert output.shape == (1, 40)
     target = sut.default_target(output.detach())
-    sut.behaviour_loss(output, target).backward()
+    sut.behaviour_loss(output, sut.objective_labels(output.detach(), target), target).backward()
     assert images.grad is not None and images.grad.abs().sum() > 0
 
 

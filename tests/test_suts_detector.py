@@ -60,34 +60,48 @@ def test_control_is_one_hot_of_runner_up_classes_classes_first(sut):
     assert literal.runner_up(OUTPUT, target).tolist() == [[2, 3, 2]]  # plain second most likely class
 
 
-def test_behaviour_loss_is_mean_ce_toward_runner_ups(sut):
+def test_behaviour_loss_is_mean_ce_toward_the_origins_runner_ups(sut):
+    target = torch.tensor([0])
     rows = OUTPUT[0].tolist()
+    labels = sut.objective_labels(OUTPUT, target)
+    assert labels.tolist() == [[2, 1, 2]]
     expected = (ce(rows[0], 2) + ce(rows[1], 1) + ce(rows[2], 2)) / 3
-    torch.testing.assert_close(sut.behaviour_loss(OUTPUT, torch.tensor([0])), torch.tensor(expected))
+    torch.testing.assert_close(sut.behaviour_loss(OUTPUT, labels, target), torch.tensor(expected))
     literal = YOLODetectorSUT(sut.model, imgsz=64, exclude_target=False)
     expected = (ce(rows[0], 2) + ce(rows[1], 3) + ce(rows[2], 2)) / 3
-    torch.testing.assert_close(literal.behaviour_loss(OUTPUT, torch.tensor([0])), torch.tensor(expected))
+    torch.testing.assert_close(literal.behaviour_loss(OUTPUT, literal.objective_labels(OUTPUT, target), target),
+                               torch.tensor(expected))
+    # the labels stay those of the origin: a later output whose runner-ups differ is still pulled toward [2, 1, 2]
+    later = OUTPUT.flip(-1)
+    assert sut.runner_up(later, target).tolist() != labels.tolist()
+    rows = later[0].tolist()
+    expected = (ce(rows[0], 2) + ce(rows[1], 1) + ce(rows[2], 2)) / 3
+    torch.testing.assert_close(sut.behaviour_loss(later, labels, target), torch.tensor(expected))
 
 
 def test_flip_means_no_detection_predicts_the_class(sut):
-    assert sut.is_flipped(OUTPUT, torch.tensor([0])).tolist() == [False]
-    assert sut.is_flipped(OUTPUT, torch.tensor([1])).tolist() == [False]
-    assert sut.is_flipped(OUTPUT, torch.tensor([3])).tolist() == [True]
+    assert sut.is_flipped(OUTPUT, OUTPUT, torch.tensor([0])).tolist() == [False]
+    assert sut.is_flipped(OUTPUT, OUTPUT, torch.tensor([1])).tolist() == [False]
+    assert sut.is_flipped(OUTPUT, OUTPUT, torch.tensor([3])).tolist() == [True]
     suppressed = OUTPUT.clone()
     suppressed[..., 0] = -5.0
-    assert sut.is_flipped(suppressed, torch.tensor([0])).tolist() == [True]
+    assert sut.is_flipped(suppressed, OUTPUT, torch.tensor([0])).tolist() == [True]
+    assert sut.reaches_target(suppressed, OUTPUT, torch.tensor([0])).tolist() == [True]
 
 
-def test_confidence_reduction(sut):
+def test_confidence_reduction_compares_sigmoid_confidences_of_the_logits():
+    from hynea_pl.metrics.functional.task import confidence_reduction
+
     result = OUTPUT.clone()
     result[0, :, 0] -= torch.tensor([1.0, 2.0, 3.0])
-    torch.testing.assert_close(sut.confidence_reduction(OUTPUT, result, 0, logits=True), torch.tensor(2.0))
+    torch.testing.assert_close(confidence_reduction(OUTPUT, result, 0), torch.tensor(2.0))  # scores as given
 
     def sig(v: float) -> float:
         return 1 / (1 + math.exp(-v))
 
     expected = ((sig(3) - sig(2)) + (sig(0.5) - sig(-1.5)) + (sig(1) - sig(-2))) / 3
-    torch.testing.assert_close(sut.confidence_reduction(OUTPUT, result, torch.tensor([0])), torch.tensor(expected))
+    got = confidence_reduction(OUTPUT, result, torch.tensor([0]), from_logits=True)
+    torch.testing.assert_close(got, torch.tensor(expected))
 
 
 def test_top5_matches_brute_force_and_gradient_reaches_the_image(varied_sut):
@@ -120,8 +134,7 @@ def test_behaviour_loss_backpropagates_and_sut_stays_in_eval(sut):
     output = sut(images)
     assert torch.equal(output, sut(images))
     target = sut.default_target(output.detach())
-    sut.control_signal(output.detach(), target)
-    loss = sut.behaviour_loss(output, target)
+    loss = sut.behaviour_loss(output, sut.objective_labels(output.detach(), target), target)
     assert torch.isfinite(loss)
     loss.backward()
     assert images.grad is not None and torch.isfinite(images.grad).all()

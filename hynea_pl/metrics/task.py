@@ -87,21 +87,16 @@ class ConfidenceReduction(RunningMean):
 
     higher_is_better = True
 
-    def __init__(self, target_class: int | None = None, **kwargs: Any):
+    def __init__(self, target_class: int | None = None, from_logits: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.target_class = target_class
+        self.from_logits = from_logits
 
     def update(self, origin: Tensor, result: Tensor, target_class: int | Tensor | None = None) -> None:
         target_class = self.target_class if target_class is None else target_class
         if target_class is None:
             raise ValueError("ConfidenceReduction needs the class whose confidence should drop")
-        origin, result = F._as_float(origin), F._as_float(result)
-        if origin.dim() == 2:
-            origin, result = origin.unsqueeze(1), result.unsqueeze(1)
-        origin, result = F._pair(origin, result, 3, "(B, D, C) or (B, C) scores")
-        batch, dets, _ = origin.shape
-        idx = F._index(target_class, batch, origin.device).view(batch, 1, 1).expand(batch, dets, 1)
-        self._accumulate((origin.gather(2, idx) - result.gather(2, idx)).squeeze(2))
+        self._accumulate(F.confidence_drops(origin, result, target_class, self.from_logits))
 
 
 _TASKS = {

@@ -91,22 +91,38 @@ class SUT(nn.Module):
         return self.model(self.preprocess(images))
 
     # --- task semantics -------------------------------------------------------------------------------
+    # Every test takes the origin's output explicitly: a case fixes its target and objective once from the origin
+    # (``default_target``, ``objective_labels``, ``control_signal``) and the SUT keeps no per-case state.
+    def prediction(self, output: torch.Tensor) -> torch.Tensor:
+        """The SUT's decision ``(B,)`` for each output (class index; the tested attribute's 0/1; the class of the
+        most confident detection)."""
+        raise NotImplementedError
+
     def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
         """The target of a case ``(B,)`` when none is configured; ``condition`` is the case's class."""
         raise NotImplementedError
 
-    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """What the behaviour loss pulls toward, fixed once from the origin (classes, BCE targets, ...)."""
         raise NotImplementedError
 
-    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def behaviour_loss(self, output: torch.Tensor, labels: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Scalar loss of ``output`` toward ``labels`` (from :meth:`objective_labels`) for ``target``."""
         raise NotImplementedError
 
     def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The control fed to the HyperNet's projector (REFERENCE.md: one-hot / signs / per-detection one-hot)."""
         raise NotImplementedError
+
+    def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the decision left the origin's (the one meaning of ``flipped`` for every method)."""
+        raise NotImplementedError
+
+    def reaches_target(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the output reached the case's target. Tasks whose target is the change itself (an
+        attribute to flip, a class to suppress) reach it exactly when they flip."""
+        return self.is_flipped(output, origin_output, target)
 
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
-        raise NotImplementedError
-
-    def prediction(self, output: torch.Tensor) -> torch.Tensor:
-        """The SUT's decision for each output (class index for classifiers)."""
+        """``(B,)`` bool: the origin is a test case of ``condition`` (paper 4.5)."""
         raise NotImplementedError

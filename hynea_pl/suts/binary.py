@@ -10,10 +10,8 @@ Semantics (HyNeA paper eqs. 5 and 10, REFERENCE.md):
   all K attributes and the batch (``all_attributes: false``: only the tested logit);
 - flip: the tested logit's sign differs from the origin's (``(logit > 0)`` changes).
 
-The loss and the flip criterion need the origin's decisions, but the ``SUT`` interface passes only
-``(output, target)``: the SUT remembers the origin output whenever ``default_target`` or ``control_signal``
-sees one (HyNeA's case setup always calls ``control_signal``), and ``behaviour_loss`` / ``is_flipped`` also take
-an explicit ``origin_output=`` that wins over the remembered one.
+The origin's decisions are passed explicitly: a case fixes its BCE targets once from the origin
+(:meth:`BinaryAttributeSUT.objective_labels`) and hands the origin output to :meth:`~BinaryAttributeSUT.is_flipped`.
 """
 
 from __future__ import annotations
@@ -59,21 +57,6 @@ class BinaryAttributeSUT(SUT):
         self.attribute_names = names
         self.control = control
         self.all_attributes = all_attributes
-        self._origin_output: torch.Tensor | None = None
-
-    # --- origin bookkeeping ---------------------------------------------------------------------------
-    def remember_origin(self, origin_output: torch.Tensor) -> None:
-        """Keep the origin logits ``(B, K)`` for ``behaviour_loss`` / ``is_flipped``."""
-        self._origin_output = origin_output.detach()
-
-    def _origin(self, output: torch.Tensor, origin_output: torch.Tensor | None) -> torch.Tensor:
-        origin = origin_output if origin_output is not None else self._origin_output
-        if origin is None:
-            raise RuntimeError("BinaryAttributeSUT needs the origin output: call control_signal / default_target / "
-                               "remember_origin with it first, or pass origin_output=")
-        if origin.shape[-1] != output.shape[-1] or origin.shape[0] not in (1, output.shape[0]):
-            raise ValueError(f"origin output {tuple(origin.shape)} does not match output {tuple(output.shape)}")
-        return origin.to(output.device).expand_as(output)
 
     def _check(self, output: torch.Tensor) -> None:
         if output.ndim != 2 or not 0 <= self.attribute < output.shape[-1]:
@@ -88,36 +71,33 @@ class BinaryAttributeSUT(SUT):
         """The configured attribute index for each item ``(B,)`` (``condition`` is the origin's decision, not a
         target)."""
         self._check(origin_output)
-        self.remember_origin(origin_output)
         return torch.full(origin_output.shape[:1], self.attribute, dtype=torch.long, device=origin_output.device)
-
-    def bce_targets(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Origin decisions as 0/1 ``(B, K)`` with each item's target attribute inverted."""
-        signs = (origin_output > 0).to(origin_output.dtype)
-        index = target.to(origin_output.device).long().view(-1, 1)
-        flipped = 1 - signs.gather(1, index)
-        return signs.scatter(1, index, flipped)
 
     def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The BCE targets ``(B, K)``: 0/1, or -1/+1 with ``control: signed``."""
-        self._check(origin_output)
-        self.remember_origin(origin_output)
-        targets = self.bce_targets(origin_output, target)
+        targets = self.objective_labels(origin_output, target)
         return targets * 2 - 1 if self.control == "signed" else targets
 
-    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor,
-                       origin_output: torch.Tensor | None = None) -> torch.Tensor:
-        """BCE with logits toward the origin's decisions with the target attribute inverted (paper eq. 5)."""
-        targets = self.bce_targets(self._origin(output, origin_output), target)
-        if self.all_attributes:
-            return F.binary_cross_entropy_with_logits(output, targets)
-        index = target.to(output.device).long().view(-1, 1)
-        return F.binary_cross_entropy_with_logits(output.gather(1, index), targets.gather(1, index))
+    def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The BCE targets ``(B, K)``: the origin's decisions with the tested attribute inverted."""
+        self._check(origin_output)
+        signs = (origin_output > 0).to(origin_output.dtype)
+        index = target.to(origin_output.device).long().view(-1, 1)
+        return signs.scatter(1, index, 1 - signs.gather(1, index))
 
-    def is_flipped(self, output: torch.Tensor, target: torch.Tensor,
-                   origin_output: torch.Tensor | None = None) -> torch.Tensor:
-        """``(B,)`` bool: the target attribute's logit sign differs from the origin's (paper eq. 10)."""
-        origin = self._origin(output, origin_output)
+    def behaviour_loss(self, output: torch.Tensor, labels: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """BCE with logits toward ``labels`` (paper eq. 5), over all K attributes or only the tested one."""
+        labels = labels.to(output.device).expand_as(output)
+        if self.all_attributes:
+            return F.binary_cross_entropy_with_logits(output, labels)
+        index = target.to(output.device).long().view(-1, 1)
+        return F.binary_cross_entropy_with_logits(output.gather(1, index), labels.gather(1, index))
+
+    def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the tested attribute's logit sign differs from the origin's (paper eq. 10)."""
+        if origin_output.shape[-1] != output.shape[-1] or origin_output.shape[0] not in (1, output.shape[0]):
+            raise ValueError(f"origin output {tuple(origin_output.shape)} does not match output {tuple(output.shape)}")
+        origin = origin_output.to(output.device).expand_as(output)
         index = target.to(output.device).long().view(-1, 1)
         return ((output.gather(1, index) > 0) != (origin.gather(1, index) > 0)).view(-1)
 

@@ -1,4 +1,4 @@
-"""Multiclass classifier SUT: cross entropy to a target class, flip when the argmax reaches it."""
+"""Multiclass classifier SUT: cross entropy to a target class; flipped when the argmax leaves the origin's."""
 
 from __future__ import annotations
 
@@ -24,13 +24,21 @@ class ClassifierSUT(SUT):
         """The origin's second most likely class ``(B,)`` (the case's class is the one to leave)."""
         return origin_output.topk(2, dim=-1).indices[..., 1]
 
-    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Cross entropy of logits ``(B, K)`` to target classes ``(B,)`` (paper eq. 4), averaged."""
-        return F.cross_entropy(output, target)
+    def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The target classes ``(B,)``."""
+        return target
 
-    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """``(B,)`` bool: the prediction is the target class."""
-        return output.argmax(-1) == target
+    def behaviour_loss(self, output: torch.Tensor, labels: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Cross entropy of logits ``(B, K)`` to the target classes ``labels (B,)`` (paper eq. 4), averaged."""
+        return F.cross_entropy(output, labels.to(output.device))
+
+    def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the predicted class is not the origin's (paper eq. 9)."""
+        return output.argmax(-1) != origin_output.to(output.device).argmax(-1)
+
+    def reaches_target(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: the predicted class is the target class."""
+        return output.argmax(-1) == target.to(output.device)
 
     def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """One-hot of the target class ``(B, K)``."""

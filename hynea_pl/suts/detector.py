@@ -20,12 +20,14 @@ Task semantics (paper eqs. 6, 11, 15; REFERENCE.md):
   already predicts another class it is that class (so the loss never pushes a detection *toward* the suppressed
   class, which the literal "second most likely class" would do when the target ranks second).
   ``exclude_target: false`` gives the literal second most likely class;
-- behaviour loss: mean cross entropy (softmax over classes) of the current top-k detections toward their runner-up
-  classes, which are read from the current (detached) output, because the top-k set changes during optimisation;
+- behaviour loss: mean cross entropy (softmax over classes) of the current top-k detections toward the runner-up
+  classes of the origin's top-k detections, fixed once per case (:meth:`YOLODetectorSUT.objective_labels`,
+  REFERENCE.md: one-hot of each origin detection's second class, the control signal's labels too);
 - flip: no top-k detection's argmax is the target class;
 - control: one-hot of each origin top-k detection's runner-up class, ``(B, nc, k)`` (classes first, for the control
   projector's Conv1d-over-classes branch);
-- :meth:`YOLODetectorSUT.confidence_reduction`: mean over batch and detections of the drop in the class' confidence.
+- confidence reduction (eq. 15): :func:`hynea_pl.metrics.functional.task.confidence_reduction` on the logits
+  (``from_logits=True``), the one implementation the records and ``evaluate`` share.
 """
 
 from __future__ import annotations
@@ -137,18 +139,22 @@ class YOLODetectorSUT(SUT):
         index = target.to(output.device).long().view(-1, 1, 1).expand(-1, output.shape[1], 1)
         return output.scatter(-1, index, float("-inf")).argmax(-1)
 
-    def behaviour_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """Mean cross entropy of the k detections ``(B, k, nc)`` toward their runner-up classes (paper eq. 6)."""
-        labels = self.runner_up(output, target)
+    def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The runner-up class of each origin top-k detection ``(B, k)``, fixed for the whole case."""
+        return self.runner_up(origin_output, target)
+
+    def behaviour_loss(self, output: torch.Tensor, labels: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean cross entropy of the k detections ``(B, k, nc)`` toward ``labels (B, k)`` (paper eq. 6)."""
+        labels = labels.to(output.device).expand(output.shape[0], -1)
         return F.cross_entropy(output.flatten(0, 1), labels.flatten())
 
-    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        """``(B,)`` bool: no top-k detection predicts the target class."""
+    def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)`` bool: no top-k detection predicts the class to suppress any more."""
         return (output.argmax(-1) != target.to(output.device).view(-1, 1)).all(-1)
 
     def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """One-hot of each origin detection's runner-up class, classes first ``(B, nc, k)``."""
-        labels = self.runner_up(origin_output, target)
+        labels = self.objective_labels(origin_output, target)
         return F.one_hot(labels, origin_output.shape[-1]).to(origin_output.dtype).transpose(1, 2)
 
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
@@ -156,21 +162,6 @@ class YOLODetectorSUT(SUT):
         if condition is None:
             return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
         return (origin_output.argmax(-1) == int(condition)).any(-1)
-
-    @staticmethod
-    def confidence_reduction(origin_output: torch.Tensor, result_output: torch.Tensor,
-                             class_id: int | torch.Tensor, logits: bool = False) -> torch.Tensor:
-        """Paper eq. 15: mean over batch and detections of ``origin[..., c] - result[..., c]`` (scalar).
-
-        Compares the class' confidences (sigmoid of the logits, as ultralytics reports them) by default;
-        ``logits=True`` compares the raw logits. ``class_id``: an int or one per item ``(B,)``.
-        """
-        c = torch.as_tensor(class_id, device=origin_output.device).long().view(-1, 1, 1)
-        before = origin_output.gather(-1, c.expand(origin_output.shape[0], origin_output.shape[1], 1))
-        after = result_output.gather(-1, c.expand(result_output.shape[0], result_output.shape[1], 1))
-        if not logits:
-            before, after = before.sigmoid(), after.sigmoid()
-        return (before - after).mean()
 
 
 __all__ = ["YOLODetectorSUT", "load_yolo"]

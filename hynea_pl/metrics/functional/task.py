@@ -160,27 +160,41 @@ def binary_escape_ratio(
     return _reduce(per_case, reduction)
 
 
-def confidence_reduction(
-    origin: Tensor,
-    result: Tensor,
-    target_class: int | Tensor,
-    reduction: Reduction = "mean",
-) -> Tensor:
-    """Confidence reduction (eq. 15): mean over images and detections of ``Y[i, j, c] - Y_hat[i, j, c]``.
+def confidence_drops(origin: Tensor, result: Tensor, target_class: int | Tensor, from_logits: bool = False) -> Tensor:
+    """Per-detection drop of class ``c``'s confidence ``Y[i, j, c] - Y_hat[i, j, c]`` ``(B, D)`` (eq. 15's terms).
 
     Args:
-        origin, result: ``(B, D, C)`` (or ``(B, C)``, treated as ``D = 1``) scores.
+        origin, result: ``(B, D, C)`` (or ``(B, C)``, treated as ``D = 1``) confidences, or raw logits with
+            ``from_logits=True`` (then compared as ``sigmoid(logit)``, the class confidence YOLO reports).
         target_class: class ``c`` whose confidence should drop: an int or a ``(B,)`` tensor.
-    Returns:
-        scalar, or ``(B,)`` per-image means for ``"none"``.
     """
     origin, result = _as_float(origin), _as_float(result)
+    if from_logits:
+        origin, result = origin.sigmoid(), result.sigmoid()
     if origin.dim() == 2:
         origin, result = origin.unsqueeze(1), result.unsqueeze(1)
     origin, result = _pair(origin, result, 3, "(B, D, C) or (B, C) scores")
     batch, dets, _ = origin.shape
     idx = _index(target_class, batch, origin.device).view(batch, 1, 1).expand(batch, dets, 1)
-    drop = (origin.gather(2, idx) - result.gather(2, idx)).squeeze(2)  # (B, D)
+    return (origin.gather(2, idx) - result.gather(2, idx)).squeeze(2)
+
+
+def confidence_reduction(
+    origin: Tensor,
+    result: Tensor,
+    target_class: int | Tensor,
+    reduction: Reduction = "mean",
+    from_logits: bool = False,
+) -> Tensor:
+    """Confidence reduction (eq. 15): mean over images and detections of :func:`confidence_drops`.
+
+    The one implementation: the detector SUT, the campaign's records and ``evaluate`` all call it (records hold
+    raw logits, so they pass ``from_logits=True``).
+
+    Returns:
+        scalar, or ``(B,)`` per-image means for ``"none"``.
+    """
+    drop = confidence_drops(origin, result, target_class, from_logits)
     if reduction == "none":
         return drop.mean(dim=1)
     return _reduce(drop.flatten(), reduction)
