@@ -55,7 +55,7 @@ def test_flip_early_stopping_stops_at_the_exact_step():
     trainer = make_trainer(10, [stopper])
     trainer.fit(case)
     assert trainer.global_step == 3 and case.sut_evals == 3 and stopper.flipped_at == 3
-    assert case.result.flipped and case.result.step == 3
+    assert case.result.found and case.result.step == 3
 
 
 @pytest.mark.parametrize("budget", [1, 4])

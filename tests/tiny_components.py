@@ -7,6 +7,7 @@ Shapes: images (B, 1, 32, 32) <-> latents (B, 4, 8, 8); class conditions 0..9 (n
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,7 +21,6 @@ LATENT_SHAPE = (4, 8, 8)
 IMAGE_SHAPE = (1, 32, 32)
 NUM_CLASSES = 10
 CONTEXT_DIM = 32
-
 
 
 def tiny_unet(seed: int = 0) -> UNet2DConditionModel:
@@ -73,6 +73,16 @@ def tiny_class_embedding(seed: int = 0) -> ClassEmbedding:
     return ClassEmbedding(num_classes=NUM_CLASSES, embedding_dim=CONTEXT_DIM)
 
 
+def save_tiny_ldm(root: Path) -> Path:
+    """Write the tiny components under ``root`` in the layout ``ClassConditionalLDM`` and
+    ``LatentDiffusionGenerator.from_pretrained`` read (``unet/``, ``vae/``, ``scheduler/``, ``class_embedding/``)."""
+    tiny_unet().save_pretrained(root / "unet")
+    tiny_vae().save_pretrained(root / "vae")
+    tiny_scheduler().save_pretrained(root / "scheduler")
+    tiny_class_embedding().save_pretrained(root / "class_embedding")
+    return root
+
+
 def tiny_generator(**settings: Any) -> LatentDiffusionGenerator:
     """A frozen tiny LDM; ``settings`` override ``num_inference_steps=3, guidance_scale=3.0``."""
     settings = {"num_inference_steps": 3, "guidance_scale": 3.0, **settings}
@@ -120,15 +130,18 @@ def tiny_sut(seed: int = 0) -> ClassifierSUT:
 
 
 class ScriptedFlipSUT(ClassifierSUT):
-    """Reports a flip from the ``flip_on``-th evaluation of ``is_flipped`` on (to test early stopping)."""
+    """Reports a flip (and the target reached) from the ``flip_on``-th step's check on (to test early stopping)."""
 
     def __init__(self, model: torch.nn.Module, flip_on: int = 3, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self.flip_on = flip_on
         self.calls = 0
 
-    def is_flipped(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    def reaches_target(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         self.calls += 1
+        return self.is_flipped(output, origin_output, target)
+
+    def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return torch.full(output.shape[:1], self.calls >= self.flip_on, dtype=torch.bool)
 
 

@@ -10,8 +10,9 @@ import lightning as L
 class SUTEvaluationBudget(L.Callback):
     """Counts SUT evaluations (the method's ``sut_evals`` counter) and stops the Trainer at ``max_evals``.
 
-    Methods declare ``evals_per_step`` (1 for HyNeA, the population size for a genetic search). The Trainer is
-    stopped after the last step the budget can pay for in full, so a run never exceeds ``max_evals``.
+    Methods declare ``evals_per_step``, at most what their next step spends (1 for HyNeA; for a genetic search the
+    individuals it has not scored yet: the whole first population, then the children). The Trainer is stopped
+    after the last step the budget can pay for in full, so a run never exceeds ``max_evals``.
     """
 
     def __init__(self, max_evals: int = 2700) -> None:
@@ -21,7 +22,7 @@ class SUTEvaluationBudget(L.Callback):
 
     @staticmethod
     def _per_step(pl_module: L.LightningModule) -> int:
-        return int(getattr(pl_module, "evals_per_step", 1))
+        return int(pl_module.evals_per_step)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._per_step(pl_module) > self.max_evals:

@@ -1,4 +1,4 @@
-"""Stop a test case at the very step its SUT prediction flips."""
+"""Stop a test case at the very step the method finds what it searches for (a flip, or the target)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import lightning as L
 
 
 class FlipEarlyStopping(L.Callback):
-    """Sets ``trainer.should_stop`` at the end of the first step whose output reports ``flipped``.
+    """Sets ``trainer.should_stop`` at the end of the first step whose output reports ``found``.
 
-    The flip criterion belongs to the SUT's task (``SUT.is_flipped``): the training step returns its verdict as
-    ``outputs["flipped"]``. The flipped image is the one produced in that step (kept by the method).
+    The criteria belong to the SUT's task (``SUT.is_flipped``, ``SUT.reaches_target``); each method says which one
+    it searches for and returns the verdict as ``outputs["found"]``. The image of that step is the one the method
+    keeps.
     """
 
     def __init__(self) -> None:
@@ -19,6 +20,6 @@ class FlipEarlyStopping(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if isinstance(outputs, dict) and outputs.get("flipped") and self.flipped_at is None:
+        if isinstance(outputs, dict) and outputs.get("found") and self.flipped_at is None:
             self.flipped_at = trainer.global_step
             trainer.should_stop = True

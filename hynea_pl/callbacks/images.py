@@ -18,7 +18,7 @@ class CaseImageLogger(L.Callback):
             return
         origin, image = origin[0].detach().cpu(), result.image[0].detach().cpu()
         panel = torch.cat([origin, image, (image - origin).abs()], dim=-1).clamp(0, 1)
-        caption = f"flipped={result.flipped} step={result.step}"
+        caption = f"found={result.found} step={result.step}"
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.log_image("case/origin_result_diff", [panel], step=trainer.global_step, caption=[caption])

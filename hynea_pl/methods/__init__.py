@@ -1,5 +1,6 @@
 """Test-input generation methods, one LightningModule per test case."""
 
-from hynea_pl.methods.hynea import CaseResult, HyNeACase, NonFiniteLossError
+from hynea_pl.methods.base import CaseResult, TestCaseModule, UnsupportedTaskError
+from hynea_pl.methods.hynea import HyNeACase, NonFiniteLossError
 
-__all__ = ["CaseResult", "HyNeACase", "NonFiniteLossError"]
+__all__ = ["CaseResult", "HyNeACase", "NonFiniteLossError", "TestCaseModule", "UnsupportedTaskError"]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pathlib import Path
 
-import lightning as L
 import torch
 from torch.utils.data import DataLoader
 
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.hypernets import ControlProjector
+from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.schedules import safe_pct_start
@@ -20,19 +20,7 @@ class NonFiniteLossError(FloatingPointError):
     """The loss of a test case became NaN or infinite."""
 
 
-@dataclass
-class CaseResult:
-    """What a test case keeps: the first flipped image, or the closest one when none flips."""
-
-    image: torch.Tensor | None = None  # (1, C, H, W) in [0, 1]
-    output: torch.Tensor | None = None  # SUT output for ``image``
-    behaviour_loss: float = float("inf")
-    flipped: bool = False
-    step: int = 0  # 1-based optimisation step that produced ``image``
-    history: list[dict] = field(default_factory=list)  # per-step loss terms
-
-
-class HyNeACase(L.LightningModule):
+class HyNeACase(TestCaseModule):
     """One HyNeA test case (paper sections 2.3 and 3).
 
     Frozen: the generator (denoiser, autoencoder, condition encoder) and the SUT. Trained: a fresh HyperNet
@@ -52,6 +40,13 @@ class HyNeACase(L.LightningModule):
         pct_start: fraction of the cycle spent increasing the learning rate.
         weight_decay: AdamW weight decay.
         normalize_behaviour: divide the behaviour term by its first-step value (as the authors did).
+        save_adapters: keep the HyperNet and projector weights that produced the result, so the campaign saves
+            them beside a flipped case's record (``python -m hynea_pl replay`` regenerates the image from them).
+            Costs one copy of the trainable weights whenever the kept result changes.
+
+    The case stops when the SUT predicts the target (``found``, paper: early stop at the target); the record
+    then also says whether the decision left the origin (``flipped``), which for a multiclass SUT holds whenever
+    the target is reached.
     """
 
     method_name = "hynea"
@@ -69,6 +64,7 @@ class HyNeACase(L.LightningModule):
         pct_start: float = 0.3,
         weight_decay: float = 1e-2,
         normalize_behaviour: bool = True,
+        save_adapters: bool = False,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["generator", "sut"])
@@ -78,9 +74,8 @@ class HyNeACase(L.LightningModule):
         if getattr(generator, "channels_last", False):  # the trainable copy follows the frozen model's layout
             self.hypernet.to(memory_format=torch.channels_last)
         self.projector: ControlProjector | None = None
-        self.sut_evals = 0
-        self.result = CaseResult()
         self._initial_behaviour: torch.Tensor | None = None
+        self._result_weights: dict[str, dict[str, torch.Tensor]] | None = None
 
     # ------------------------------------------------------------------ case setup
     @torch.no_grad()
@@ -123,7 +118,7 @@ class HyNeACase(L.LightningModule):
         output = self.sut(images)
         self.sut_evals += images.shape[0]
         distance = frobenius_distance(self.origin_image, images)
-        behaviour = self.sut.behaviour_loss(output, self.target)
+        behaviour = self.sut.behaviour_loss(output, self.objective, self.target)
         if self.hparams.normalize_behaviour:
             if self._initial_behaviour is None:
                 self._initial_behaviour = behaviour.detach().clamp_min(1e-8)
@@ -133,18 +128,38 @@ class HyNeACase(L.LightningModule):
         loss = distance + behaviour_term
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {self.global_step + 1}")
-        flipped = bool(self.sut.is_flipped(output, self.target).all())
-        self.log_dict({"loss": loss, "distance": distance, "behaviour": behaviour, "flipped": float(flipped)},
+        found = bool(self.sut.reaches_target(output, self.origin_output, self.target).all())
+        self.log_dict({"loss": loss, "distance": distance, "behaviour": behaviour, "found": float(found)},
                       prog_bar=True, on_step=True, on_epoch=False)
-        self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), flipped)
-        return {"loss": loss, "flipped": flipped}
+        self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), found)
+        return {"loss": loss, "found": found}
 
-    def _keep_result(self, images: torch.Tensor, output: torch.Tensor, behaviour: float, flipped: bool) -> None:
+    def _keep_result(self, images: torch.Tensor, output: torch.Tensor, behaviour: float, found: bool) -> None:
         result = self.result
         step = self.global_step + 1
-        result.history.append({"step": step, "behaviour": behaviour, "flipped": flipped})
-        if result.flipped:
+        result.history.append({"step": step, "behaviour": behaviour, "found": found})
+        if result.found:
             return
-        if flipped or behaviour < result.behaviour_loss:
+        if found or behaviour < result.behaviour_loss:
             result.image, result.output, result.behaviour_loss = images, output, behaviour
-            result.flipped, result.step = flipped, step
+            result.found, result.step = found, step
+            if self.hparams.save_adapters:  # the weights that made this image (the optimiser steps after it)
+                self._result_weights = {name: {k: v.detach().clone() for k, v in module.state_dict().items()}
+                                        for name, module in (("hypernet", self.hypernet), ("projector", self.projector))}
+
+    # ------------------------------------------------------------------ replay
+    def save_adapter(self, directory: Path) -> bool:
+        """Save the HyperNet and projector that produced the result into ``directory/{hypernet,projector}``
+        (diffusers ``save_pretrained``, safetensors); ``False`` when ``save_adapters`` is off."""
+        if not self.hparams.save_adapters or self._result_weights is None:
+            return False
+        for name, module in (("hypernet", self.hypernet), ("projector", self.projector)):
+            module.load_state_dict(self._result_weights[name])
+            module.save_pretrained(Path(directory) / name)
+        return True
+
+    def load_adapter(self, directory: Path) -> None:
+        """Load a saved HyperNet and projector (:meth:`save_adapter`) into this case (after ``setup``)."""
+        directory = Path(directory)
+        self.hypernet = self.generator.load_hypernet(directory / "hypernet").to(self.origin_image.device)
+        self.projector = ControlProjector.from_pretrained(directory / "projector").to(self.origin_image.device)

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
-import lightning as L
 import torch
+
+from hynea_pl.methods.base import TestCaseModule
 
 
 @torch.no_grad()
-def register_origin(module: L.LightningModule, seed: int, origin_class: int | None, target: int | None) -> None:
+def register_origin(module: TestCaseModule, seed: int, origin_class: int | None, target: int | None) -> None:
     """Move ``module.generator`` and ``module.sut`` to the module's device and register the case's buffers:
-    ``noise (1, C, h, w)`` from ``seed``, ``origin_image (1, C, H, W)`` sampled for ``origin_class``,
-    ``origin_output`` (the SUT on it) and ``target (1,)`` (explicit, or the SUT task's default target)."""
+
+    - ``noise (1, C, h, w)`` from ``seed``;
+    - ``origin_image (1, C, H, W)``: the image the campaign sampled when it validated the origin
+      (:meth:`TestCaseModule.provide_origin`), else sampled here for ``origin_class``;
+    - ``origin_output``: the SUT on it (not counted as an evaluation, for every method alike);
+    - ``target (1,)``: explicit, or the SUT task's default target;
+    - ``objective``: what the behaviour loss pulls toward, fixed once from the origin (``SUT.objective_labels``).
+    """
     generator, sut = module.generator, module.sut
     device = module.trainer.strategy.root_device if module._trainer is not None else generator.device
     generator.to(device)
     sut.to(device)
     module.register_buffer("noise", generator.initial_noise(seed), persistent=False)
-    module.register_buffer("origin_image", generator.sample(module.noise, origin_class), persistent=False)
+    given = module._given_origin
+    origin = given.to(device) if given is not None else generator.sample(module.noise, origin_class)
+    module.register_buffer("origin_image", origin, persistent=False)
     module.register_buffer("origin_output", sut(module.origin_image), persistent=False)
     if target is None:
         chosen = sut.default_target(module.origin_output, origin_class)
     else:
         chosen = torch.full(module.origin_output.shape[:1], target, dtype=torch.long, device=device)
     module.register_buffer("target", chosen, persistent=False)
+    module.register_buffer("objective", sut.objective_labels(module.origin_output, chosen), persistent=False)

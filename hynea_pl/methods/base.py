@@ -1,0 +1,101 @@
+"""The protocol between the campaign and a test-generation method: one :class:`TestCaseModule` per test case.
+
+The campaign's runner builds the module, fits it with a Trainer and writes its record; it reads only what this
+class declares (no probing of a method's internals). HyNeA and every baseline subclass it; a user's own method does
+too, and then runs under the same callbacks, budget and record schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import lightning as L
+import torch
+
+from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.suts import SUT
+
+
+@dataclass
+class CaseResult:
+    """What a test case keeps: the first image the method was searching for (``found``), else the one closest to it."""
+
+    image: torch.Tensor | None = None  # (1, C, H, W) in [0, 1]
+    output: torch.Tensor | None = None  # SUT output for ``image``
+    behaviour_loss: float = float("inf")
+    found: bool = False  # the method's own success criterion held for ``image`` (its early stop)
+    step: int = 0  # 1-based step that produced ``image``
+    history: list[dict] = field(default_factory=list)  # per-step numbers
+
+
+class UnsupportedTaskError(ValueError):
+    """A method was configured with a SUT task it does not implement."""
+
+
+class TestCaseModule(L.LightningModule):
+    """Base of every method's test case.
+
+    A subclass takes ``generator``, ``sut``, ``origin_class`` and ``seed`` (set per case by the campaign), builds
+    its origin with :func:`hynea_pl.methods.origin.register_origin` in ``setup`` (which registers the buffers
+    ``noise``, ``origin_image``, ``origin_output``, ``target`` and ``objective``), counts ``sut_evals`` (images the
+    SUT had not scored before in this case), keeps its :class:`CaseResult` in ``result`` and returns
+    ``{"loss", "found"}`` from ``training_step``: ``found`` is what it searches for (HyNeA: the target reached;
+    an untargeted search: the decision flipped), and ``FlipEarlyStopping`` stops there.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    #: Name written into records (``hynea``, ``giftbench-low-1e-4``, ...).
+    method_name: str = "method"
+    #: SUT tasks the method implements; the campaign refuses others before any case runs.
+    supported_tasks: ClassVar[tuple[str, ...]] = ("multiclass", "binary", "detection")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sut_evals = 0
+        self.result = CaseResult()
+        self._given_origin: torch.Tensor | None = None
+
+    # --- what the campaign asks of every method ------------------------------------------------------------
+    generator: DiffusionGenerator
+    sut: SUT
+
+    @classmethod
+    def check_task(cls, task: str, name: str | None = None) -> None:
+        """Raise :class:`UnsupportedTaskError` (one line) when the method does not implement ``task``."""
+        if task not in cls.supported_tasks:
+            raise UnsupportedTaskError(
+                f"{name or cls.method_name} is implemented for {', '.join(cls.supported_tasks)} SUTs, not {task!r}")
+
+    @property
+    def evals_per_step(self) -> int:
+        """At most how many SUT evaluations the next step spends (the budget never lets a step overrun)."""
+        return 1
+
+    @property
+    def has_origin(self) -> bool:
+        """Whether ``setup`` built the origin (a case that failed before has no origin fields)."""
+        return getattr(self, "origin_output", None) is not None
+
+    def provide_origin(self, image: torch.Tensor) -> None:
+        """Use an origin image ``(1, C, H, W)`` already sampled by the campaign (so each origin is sampled once)."""
+        self._given_origin = image
+
+    def record_diagnostics(self) -> dict[str, Any]:
+        """Method-specific numbers for the record's ``diagnostics``."""
+        return {}
+
+    def save_adapter(self, directory: Path) -> bool:
+        """Save what regenerates the result (HyNeA: HyperNet + projector) into ``directory``; ``False`` when the
+        method has nothing to save or saving is off."""
+        return False
+
+    def load_adapter(self, directory: Path) -> None:
+        """Load what :meth:`save_adapter` saved (after ``setup``), so :meth:`generate` gives the result again."""
+        raise NotImplementedError(f"{self.method_name} saves no adapter to replay")
+
+    def generate(self) -> torch.Tensor:
+        """The image ``(1, C, H, W)`` the method's current state generates (HyNeA: the adapted chain)."""
+        raise NotImplementedError(f"{self.method_name} has no single generated image to replay")
