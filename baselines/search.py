@@ -5,30 +5,31 @@
 
 - ``setup()`` builds the origin exactly like HyNeA: ``generator.initial_noise(seed)`` then
   ``generator.sample(noise, origin_class)``; the SUT reads it once (not counted, as in HyNeA);
-- ``sut_evals`` counts one SUT evaluation per individual evaluated; ``evals_per_step`` is the population size
-  (every generation evaluates the whole population);
-- ``result`` is a :class:`hynea_pl.methods.CaseResult`: the best individual of the first generation that flips
-  the SUT, or the best individual seen so far when none flips;
-- ``training_step`` returns ``{"loss": best fitness of the generation (a detached tensor), "flipped": bool}``
+- ``sut_evals`` counts one SUT evaluation per image the SUT has not scored before in this case: survivors and
+  any repeated genome keep their output and fitness (a per-case score cache keyed by the genome's bytes), so
+  ``evals_per_step`` is the whole population in the first generation and the children afterwards;
+- ``result`` is a :class:`hynea_pl.methods.CaseResult`: the best individual of the first generation in which one
+  is ``found`` (by default: the SUT's decision flipped), or the best individual seen so far when none is;
+- ``training_step`` returns ``{"loss": best fitness of the generation (a detached tensor), "found": bool}``
   and steps Lightning's no-op optimizer once, so ``trainer.global_step`` counts generations.
 
 Subclasses define the genome and operators through four hooks: :meth:`initial_population`, :meth:`render`,
-:meth:`fitness` and :meth:`next_generation` (plus :meth:`is_flipped` when the flip is not "the prediction left
-the origin's label").
+:meth:`fitness` and :meth:`next_generation` (plus :meth:`is_found` when the search looks for something other than
+a flip, e.g. a target class).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
-import lightning as L
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
 from hynea_pl.generators import DiffusionGenerator
-from hynea_pl.methods import CaseResult
+from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.suts import SUT
 
@@ -82,7 +83,7 @@ def origin_margin(logits: Tensor, label: int) -> Tensor:
 
 
 # ---------------------------------------------------------------------- the Lightning search case
-class PopulationSearchCase(L.LightningModule):
+class PopulationSearchCase(TestCaseModule):
     """Base of a population-based test case (manual optimisation, one training step = one generation).
 
     Args:
@@ -123,8 +124,7 @@ class PopulationSearchCase(L.LightningModule):
         self.survivors = survivors
         self.search_seed = seed if search_seed is None else search_seed
         self.chunk_size = chunk_size
-        self.sut_evals = 0
-        self.result = CaseResult()
+        self._scores: dict[bytes, Tensor] = {}  # genome digest -> SUT output (this case's images already scored)
         self.population: Tensor | None = None  # the generation evaluated last
         self.fitness_values: Tensor | None = None  # its fitness (P,)
         self.best_fitness = math.inf  # best fitness seen so far
@@ -135,7 +135,8 @@ class PopulationSearchCase(L.LightningModule):
 
     @property
     def evals_per_step(self) -> int:
-        return self.population_size
+        """At most the images the next generation has not scored: all of the first, then the children."""
+        return self.population_size if self.population is None else self.population_size - self.survivors
 
     # ------------------------------------------------------------------ case setup
     @torch.no_grad()
@@ -144,6 +145,7 @@ class PopulationSearchCase(L.LightningModule):
         if self._origin_ready:
             return
         register_origin(self, self.seed, self.origin_class, self.target_class)
+        self.check_task(self.sut.task, self.method_name)
         self.origin_label = int(self.sut.prediction(self.origin_output)[0])
         self.rng = torch.Generator("cpu").manual_seed(self.search_seed)
         self.setup_search()
@@ -181,7 +183,7 @@ class PopulationSearchCase(L.LightningModule):
         """Genomes ``(n, ...)`` -> images ``(n, C, H, W)`` in [0, 1] (called without gradients)."""
         raise NotImplementedError
 
-    def fitness(self, genomes: Tensor, outputs: Tensor, flipped: Tensor) -> Tensor:
+    def fitness(self, genomes: Tensor, outputs: Tensor, found: Tensor) -> Tensor:
         """``(P,)`` fitness, lower is better."""
         raise NotImplementedError
 
@@ -193,9 +195,9 @@ class PopulationSearchCase(L.LightningModule):
         """The method's own stop rule, checked after each generation."""
         return False
 
-    def is_flipped(self, outputs: Tensor) -> Tensor:
-        """``(P,)`` bool; default: the SUT's prediction left the origin's label (untargeted misclassification)."""
-        return self.sut.prediction(outputs) != self.origin_label
+    def is_found(self, outputs: Tensor) -> Tensor:
+        """``(P,)`` bool, what the search looks for; default: the SUT's decision flipped (``SUT.is_flipped``)."""
+        return self.sut.is_flipped(outputs, self.origin_output, self.target)
 
     def diagnostics(self, population: Tensor) -> dict[str, float]:
         """Extra per-generation numbers for the history (e.g. GIFTbench's OOD diagnostics)."""
@@ -207,23 +209,40 @@ class PopulationSearchCase(L.LightningModule):
         history = self.result.history
         if not history:
             return {}
-        skip = {"step", "flipped"}
+        skip = {"step", "found"}
         return {"generations": len(history),
                 "first": {k: v for k, v in history[0].items() if k not in skip},
                 "last": {k: v for k, v in history[-1].items() if k not in skip}}
 
     # ------------------------------------------------------------------ one generation
+    @staticmethod
+    def _digest(genome: Tensor) -> bytes:
+        return hashlib.blake2b(genome.detach().float().cpu().contiguous().numpy().tobytes(), digest_size=16).digest()
+
     @torch.no_grad()
-    def evaluate(self, genomes: Tensor) -> tuple[Tensor, Tensor]:
-        """Render and evaluate every genome once; counts one SUT evaluation per individual."""
-        chunk = self.chunk_size or genomes.shape[0]
-        images, outputs = [], []
-        for part in genomes.split(chunk):
-            imgs = self.render(part)
-            outputs.append(self.sut(imgs))
+    def evaluate(self, genomes: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """SUT outputs ``(P, ...)`` of every genome; only genomes not scored before in this case are rendered and
+        evaluated (one SUT evaluation each). Returns ``(outputs, fresh (P,) bool, images of the fresh ones)``."""
+        keys = [self._digest(genome) for genome in genomes]
+        fresh_index: list[int] = []
+        pending: set[bytes] = set()
+        for i, key in enumerate(keys):
+            if key not in self._scores and key not in pending:
+                pending.add(key)
+                fresh_index.append(i)
+        chunk = self.chunk_size or max(len(fresh_index), 1)
+        images = []
+        for start in range(0, len(fresh_index), chunk):
+            idx = fresh_index[start:start + chunk]
+            imgs = self.render(genomes[idx])
+            for i, output in zip(idx, self.sut(imgs), strict=True):
+                self._scores[keys[i]] = output
             images.append(imgs)
-            self.sut_evals += part.shape[0]
-        return torch.cat(images), torch.cat(outputs)
+            self.sut_evals += len(idx)
+        outputs = torch.stack([self._scores[key] for key in keys])
+        fresh = torch.zeros(len(keys), dtype=torch.bool, device=outputs.device)
+        fresh[fresh_index] = True
+        return outputs, fresh, (torch.cat(images) if images else genomes.new_zeros(0))
 
     def training_step(self, batch: Any, batch_idx: int) -> dict:
         with torch.no_grad():
@@ -235,28 +254,29 @@ class PopulationSearchCase(L.LightningModule):
             if population.shape[0] != self.population_size:
                 raise RuntimeError(f"a generation has {population.shape[0]} individuals, "
                                    f"expected {self.population_size}")
-            images, outputs = self.evaluate(population)
-            flipped = self.is_flipped(outputs)
-            fitness = self.fitness(population, outputs, flipped).float()
+            outputs, fresh, images = self.evaluate(population)
+            found = self.is_found(outputs)
+            fitness = self.fitness(population, outputs, found).float()
             margin = self.margin(outputs)
         generation_best = float(fitness.min())
         self._improved = generation_best < self.best_fitness
         self.best_fitness = min(self.best_fitness, generation_best)
         self.population, self.fitness_values = population, fitness
-        any_flipped = bool(flipped.any())
-        self._keep_result(images, outputs, fitness, margin, flipped)
+        any_found = bool(found.any())
+        # scored survivors were candidates before: only the fresh individuals can improve the kept result
+        self._keep_result(images, outputs[fresh], fitness[fresh], margin[fresh], found[fresh])
         step = self.global_step + 1
-        entry = {"step": step, "best_fitness": generation_best, "flipped": any_flipped,
-                 "n_flipped": int(flipped.sum()), **self.diagnostics(population)}
+        entry = {"step": step, "best_fitness": generation_best, "found": any_found,
+                 "n_found": int(found.sum()), "n_scored": int(fresh.sum()), **self.diagnostics(population)}
         self.result.history.append(entry)
-        self.log_dict({"best_fitness": generation_best, "flipped": float(any_flipped)}, prog_bar=True,
+        self.log_dict({"best_fitness": generation_best, "found": float(any_found)}, prog_bar=True,
                       on_step=True, on_epoch=False)
         if self._trainer is not None:
             # one generation = one optimisation step: advances ``trainer.global_step`` (``max_steps``, records)
             self.optimizers().step()
             if self.should_stop():
                 self.trainer.should_stop = True
-        return {"loss": torch.tensor(generation_best), "flipped": any_flipped}
+        return {"loss": torch.tensor(generation_best), "found": any_found}
 
     def margin(self, outputs: Tensor) -> Tensor:
         """Tie-breaker between equal fitness values: the origin label's logit margin (lower = closer to a flip)."""
@@ -264,20 +284,20 @@ class PopulationSearchCase(L.LightningModule):
             return origin_margin(outputs.float(), self.origin_label)
         return torch.zeros(outputs.shape[0], device=outputs.device)
 
-    def _keep_result(self, images: Tensor, outputs: Tensor, fitness: Tensor, margin: Tensor,
-                     flipped: Tensor) -> None:
-        """Keep the best flipped individual of the first flipping generation, else the best individual so far."""
+    def _keep_result(self, images: Tensor, outputs: Tensor, fitness: Tensor, margin: Tensor, found: Tensor) -> None:
+        """Keep the best found individual of the first generation with one, else the best individual so far
+        (arguments: the generation's freshly scored individuals)."""
         result = self.result
-        if result.flipped:
+        if result.found or found.numel() == 0:
             return
-        candidates = flipped if bool(flipped.any()) else torch.ones_like(flipped)
+        candidates = found if bool(found.any()) else torch.ones_like(found)
         fit = torch.where(candidates, fitness, torch.full_like(fitness, math.inf))
         ties = candidates & (fit == fit.min())
         idx = int(torch.where(ties, margin.float(), torch.full_like(margin.float(), math.inf)).argmin())
         key = (float(fitness[idx]), float(margin[idx]))
-        is_flip = bool(flipped[idx])
-        if is_flip or key < self._best_key:
+        is_found = bool(found[idx])
+        if is_found or key < self._best_key:
             self._best_key = key
             result.image, result.output = images[idx:idx + 1].detach(), outputs[idx:idx + 1].detach()
-            result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.target))
-            result.flipped, result.step = is_flip, self.global_step + 1
+            result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.objective, self.target))
+            result.found, result.step = is_found, self.global_step + 1

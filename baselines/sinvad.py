@@ -58,14 +58,10 @@ def l1_distance(genomes: Tensor, z0: Tensor) -> Tensor:
     return (genomes - z0).abs().reshape(genomes.shape[0], -1).sum(dim=1)
 
 
-def untargeted_fitness(predictions: Tensor, origin_label: int, distance: Tensor) -> Tensor:
-    """Eq. 1: infinite while the prediction is the origin's label, else the L1 distance."""
-    return torch.where(predictions == origin_label, torch.full_like(distance, INFINITE_FITNESS), distance)
-
-
-def targeted_fitness(predictions: Tensor, target: int, distance: Tensor) -> Tensor:
-    """Eq. 4: infinite unless the prediction is the target, else the L1 distance."""
-    return torch.where(predictions == target, distance, torch.full_like(distance, INFINITE_FITNESS))
+def search_fitness(found: Tensor, distance: Tensor) -> Tensor:
+    """Eqs. 1 and 4: infinite until the individual is ``found`` (untargeted: the SUT's decision flipped; targeted:
+    it is the target), else its L1 distance to the origin encoding."""
+    return torch.where(found, distance, torch.full_like(distance, INFINITE_FITNESS))
 
 
 def differential_fitness(predictions: Tensor, probs: Tensor, reference_probs: Tensor, reference_label: int,
@@ -166,18 +162,15 @@ class SINVADCase(PopulationSearchCase):
     def render(self, genomes: Tensor) -> Tensor:
         return decode_genome(self.generator, genomes)
 
-    def is_flipped(self, outputs: Tensor) -> Tensor:
-        predictions = self.sut.prediction(outputs)
+    def is_found(self, outputs: Tensor) -> Tensor:
+        """Untargeted: the SUT's decision flipped (eq. 1); targeted: it reached the target (eq. 4)."""
         if self.targeted:
-            return predictions == self.target[0]
-        return predictions != self.origin_label
+            return self.sut.reaches_target(outputs, self.origin_output, self.target)
+        return self.sut.is_flipped(outputs, self.origin_output, self.target)
 
-    def fitness(self, genomes: Tensor, outputs: Tensor, flipped: Tensor) -> Tensor:
-        predictions = self.sut.prediction(outputs)
-        distance = l1_distance(genomes.float(), self.origin_genome.float())
-        if self.targeted:
-            return targeted_fitness(predictions, int(self.target[0]), distance)
-        return untargeted_fitness(predictions, self.origin_label, distance)
+    def fitness(self, genomes: Tensor, outputs: Tensor, found: Tensor) -> Tensor:
+        """Infinite until ``found`` (eq. 1 / eq. 4), else the L1 distance to the origin encoding."""
+        return search_fitness(found, l1_distance(genomes.float(), self.origin_genome.float()))
 
     def next_generation(self, survivors: Tensor, improved: bool) -> Tensor:
         self.scale = update_scale(self.scale, self.base_scale, improved, self.decay)

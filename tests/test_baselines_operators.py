@@ -142,8 +142,8 @@ def test_sinvad_fitness_signs_untargeted_targeted_and_differential():
     predictions = torch.tensor([3, 5, 3, 7])
     distance = torch.tensor([1.0, 2.0, 3.0, 4.0])
     inf = math.inf
-    assert sv.untargeted_fitness(predictions, 3, distance).tolist() == [inf, 2.0, inf, 4.0]
-    assert sv.targeted_fitness(predictions, 7, distance).tolist() == [inf, inf, inf, 4.0]
+    assert sv.search_fitness(predictions != 3, distance).tolist() == [inf, 2.0, inf, 4.0]  # eq. 1: left class 3
+    assert sv.search_fitness(predictions == 7, distance).tolist() == [inf, inf, inf, 4.0]  # eq. 4: target 7
     probs = torch.tensor([[0.9, 0.1], [0.3, 0.7]])
     reference = torch.tensor([[0.8, 0.2], [0.6, 0.4]])
     fitness = sv.differential_fitness(torch.tensor([0, 1]), probs, reference, 0, torch.tensor([1.0, 2.0]))
