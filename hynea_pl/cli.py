@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hynea_pl.errors import one_line
+
 USAGE = """usage: python -m hynea_pl <command> [options]
 
 commands:
@@ -12,6 +14,7 @@ commands:
   zoo build [--profile full|tiny]                         build the embedded MNIST zoo (cached)
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
+  replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
 """
 
 
@@ -46,14 +49,16 @@ def _evaluate(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",
                                      description="Re-score a run folder (records.jsonl + PNGs) into metrics.json.")
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--embedder", default="zoo://full",
-                        help="embedding network for diversity / trace difference: zoo://<profile> (MNIST zoo "
-                             "embedder), resnet50 (ImageNet ResNet-50 from the torch cache) or none")
+    parser.add_argument("--embedder", default="auto",
+                        help="embedding network for diversity / trace difference: auto (from the run's config: the "
+                             "zoo embedder for a zoo run, else resnet50), zoo://<profile> (MNIST zoo embedder), "
+                             "resnet50 (ImageNet ResNet-50 from the torch cache) or none")
     parser.add_argument("--lpips-weights", default=None, help="local LPIPS backbone weights (else the torch cache)")
     options = parser.parse_args(args)
     if not (options.run_dir / "records.jsonl").is_file():
         raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
-    row = evaluate_run(options.run_dir, embedder=load_embedder(options.embedder), lpips_weights=options.lpips_weights)
+    embedder = load_embedder(options.embedder, options.run_dir)
+    row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights)
     print(json.dumps(row, indent=2))
     print(f"wrote {options.run_dir / 'metrics.json'}")
     return 0
@@ -69,7 +74,6 @@ def _compare(args: list[str]) -> int:
     from hynea_pl.report.compare import (
         compare_runs,
         display_rows,
-        load_embedder,
         origin_mismatches,
         write_comparison,
     )
@@ -79,16 +83,16 @@ def _compare(args: list[str]) -> int:
     parser.add_argument("run_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None,
                         help="where compare.md / compare.csv go (default: the first run's parent folder)")
-    parser.add_argument("--embedder", default="zoo://full",
-                        help="embedding network for diversity / trace difference (see evaluate --help)")
+    parser.add_argument("--embedder", default="auto",
+                        help="embedding network for diversity / trace difference (see evaluate --help; auto: each "
+                             "run's own)")
     parser.add_argument("--lpips-weights", default=None)
     options = parser.parse_args(args)
     for run_dir in options.run_dirs:
         if not (run_dir / "records.jsonl").is_file():
             raise FileNotFoundError(f"no records.jsonl in {run_dir}")
     mismatches = origin_mismatches(options.run_dirs)
-    table = compare_runs(options.run_dirs, embedder=load_embedder(options.embedder),
-                         lpips_weights=options.lpips_weights)
+    table = compare_runs(options.run_dirs, embedder=options.embedder, lpips_weights=options.lpips_weights)
     note = ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
             f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")
     columns, rows = display_rows(table)
@@ -105,6 +109,25 @@ def _compare(args: list[str]) -> int:
     return 0
 
 
+def _replay(args: list[str]) -> int:
+    from pathlib import Path
+
+    from hynea_pl.campaign.replay import PIXEL_TOLERANCE, replay_case
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl replay",
+                                     description="Regenerate a case's result image from its saved adapter and seed, "
+                                                 "and check it against the stored PNG and the SUT's label.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("case_id")
+    options = parser.parse_args(args)
+    result = replay_case(options.run_dir, options.case_id)
+    record = result.record
+    print(f"{record.case_id}: regenerated from {record.adapter}; max pixel difference to {record.result_image}: "
+          f"{result.max_abs_diff * 255:.0f}/255 (tolerance {PIXEL_TOLERANCE * 255:.0f}/255); SUT label "
+          f"{result.result_label} (recorded {record.result_label}): {'match' if result.matches else 'MISMATCH'}")
+    return 0 if result.matches else 1
+
+
 def _fit(args: list[str]) -> int:
     from hynea_pl.campaign.cli import fit
 
@@ -112,7 +135,7 @@ def _fit(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare}
+COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,31 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the records already written are kept", file=sys.stderr)
         return 130
-    except (argparse.ArgumentError, FileNotFoundError, ValueError, OSError, RuntimeError) as error:
+    except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         return 2
-
-
-def one_line(error: BaseException) -> str:
-    """The error message on one line, naming the problem.
-
-    jsonargparse wraps errors raised while parsing or building a component ("Parser key "model": Does not
-    validate against any of the Union subtypes ... Errors: - <the real error>"): the key and the real error are
-    picked out of that list and joined.
-    """
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(error).__name__
-    if not any(line.startswith("Does not validate against any of the Union subtypes") for line in lines):
-        return lines[0]
-    head = [lines[0]] if lines[0].startswith("Parser key") else []
-    causes: list[list[str]] = []
-    for line in lines[lines.index("Errors:") + 1 if "Errors:" in lines else 1:]:
-        if line.startswith("Given value"):
-            break
-        if line.startswith("- "):
-            causes.append([line[2:]])
-        elif causes:
-            causes[-1].append(line)
-    causes = [cause for cause in causes if "Expected a <class 'NoneType'>" not in cause[0]]
-    return " ".join([*head, *(causes[0] if causes else lines[1:2])])

@@ -83,11 +83,13 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
 
 
 @pytest.mark.slow
-def test_non_finite_loss_is_recorded_and_the_campaign_goes_on(tiny_zoo, tmp_path):
+def test_non_finite_loss_is_recorded_and_the_campaign_goes_on(tiny_zoo, tmp_path, capsys):
     args = tiny_args(tmp_path, "nan", "--sut.class_path", "tiny_components.NaNAfterOriginSUT",
                      "--sut.init_args.model.init_args.channels", "[8, 16]",
                      "--sut.init_args.model.init_args.hidden", "32")
-    assert main(args) == 0
+    assert main(args) == 2  # every case failed: the campaign exits non-zero, after writing what it has
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "every case failed (2/2)" in err and "NonFiniteLossError" in err
     records = read_records(tmp_path / "nan")
     assert len(records) == 2
     assert all(r["error"].startswith("NonFiniteLossError") and not r["flipped"] for r in records)
@@ -114,11 +116,11 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
     from hynea_pl.campaign.cases import TestCase
     from hynea_pl.campaign.cli import CampaignCLI
-    from hynea_pl.campaign.runner import _case_config
+    from hynea_pl.campaign.runner import case_config
 
     cli = CampaignCLI(args=tiny_args(tmp_path, "cfg")[1:])
     for case in (TestCase("c1-0", 1, 100000, 0), TestCase("c7-2", 7, 700005, 3)):
-        model = cli.parser.instantiate_classes(_case_config(cli.config, case, "cfg")).model
+        model = cli.parser.instantiate_classes(case_config(cli.config, case, "cfg")).model
         assert (model.hparams.origin_class, model.hparams.seed) == (case.origin_class, case.seed)
         assert model.generator is not cli.config_init.model.generator, "a fresh generator wrapper per case"
 

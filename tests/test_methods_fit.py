@@ -14,8 +14,8 @@ from hynea_pl.cli import main
 
 CONFIGS = {
     "hynea": ("configs/mnist.yaml",),
-    "giftbench-low": ("configs/mnist_giftbench.yaml",),
-    "giftbench-high": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
+    "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
+    "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
     "sinvad": ("configs/mnist_sinvad.yaml",),
 }
 
@@ -43,7 +43,7 @@ def records(run: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def method_runs(tiny_zoo_cache, tmp_path_factory) -> Path:
-    """Every method's run (budget 60: two GIFTbench generations of 25, one SINVAD generation of 50)."""
+    """Every method's run (budget 60: GIFTbench scores 25 + 15 + 15 new images, SINVAD one generation of 50)."""
     root = tmp_path_factory.mktemp("methods")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HYNEA_PL_CACHE", tiny_zoo_cache)
@@ -72,24 +72,26 @@ def test_every_method_writes_its_named_records_from_identical_origins(method_run
 
 @pytest.mark.slow
 def test_the_budget_stops_every_method_at_its_limit(method_runs):
-    """Budget 60: GIFTbench pays for 2 generations of 25 (a third would overrun), SINVAD for 1 of 50."""
-    expected = {"giftbench-low": (50, 2), "giftbench-high": (50, 2), "sinvad": (50, 1)}
-    for method, (evals, generations) in expected.items():
+    """Budget 60, counting only images the SUT has not scored: GIFTbench pays for 25 + 15 + 15 (survivors keep
+    their fitness; a fourth generation would overrun), SINVAD for its first 50 (a second needs 30 more)."""
+    expected = {"giftbench-low-1e-4": [25, 40, 55], "giftbench-high-1e-3": [25, 40, 55], "sinvad": [50]}
+    for method, cumulative in expected.items():
         for rec in records(method_runs / f"mnist_{method}"):
             if rec["flipped"]:  # a flip stops earlier, never later
-                assert rec["sut_evals"] <= evals and rec["sut_evals"] % (evals // generations) == 0
+                assert rec["sut_evals"] in cumulative
             else:
-                assert (rec["sut_evals"], rec["steps"]) == (evals, generations), method
+                assert (rec["sut_evals"], rec["steps"]) == (cumulative[-1], len(cumulative)), method
+            assert rec["sut_evals"] == cumulative[rec["steps"] - 1]
             assert rec["diagnostics"]["generations"] == rec["steps"]
-    for rec in records(method_runs / "mnist_giftbench-low"):
+    for rec in records(method_runs / "mnist_giftbench-low-1e-4"):
         assert {"ood_fraction", "anderson_statistic", "pert"} <= rec["diagnostics"]["last"].keys()
 
 
 @pytest.mark.slow
-def test_budget_is_exact_when_it_is_a_multiple_of_the_population(tiny_zoo, tmp_path):
-    assert main(tiny_fit_args("giftbench-high", tmp_path, budget=75) + ["--cases.classes", "[1]"]) == 0
-    (rec,) = records(tmp_path / "mnist_giftbench-high")
-    assert rec["sut_evals"] == 75 or (rec["flipped"] and rec["sut_evals"] < 75)
+def test_budget_is_exact_when_the_generations_fill_it(tiny_zoo, tmp_path):
+    assert main(tiny_fit_args("giftbench-high-1e-3", tmp_path, budget=70) + ["--cases.classes", "[1]"]) == 0
+    (rec,) = records(tmp_path / "mnist_giftbench-high-1e-3")  # 25 + 15 + 15 + 15
+    assert rec["sut_evals"] == 70 or (rec["flipped"] and rec["sut_evals"] < 70)
 
 
 @pytest.mark.slow
@@ -104,7 +106,7 @@ def test_compare_writes_one_row_per_method_with_hynea_ratios(method_runs, capsys
     by_method = {row["method"]: row for row in rows}
     assert float(by_method["hynea"]["hynea_eval_ratio"]) == 1.0
     hynea_cost = sum(r["sut_evals"] for r in records(method_runs / "mnist_hynea")) / 2
-    for method in ("giftbench-low", "sinvad"):
+    for method in ("giftbench-low-1e-4", "sinvad"):
         cost = sum(r["sut_evals"] for r in records(method_runs / f"mnist_{method}")) / 2
         assert float(by_method[method]["hynea_eval_ratio"]) == pytest.approx(hynea_cost / cost)
         assert float(by_method[method]["mean_sut_evals_all"]) == pytest.approx(cost)

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
+from rich.console import Console
 
 from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.progress import StepProgress
 from hynea_pl.suts import SUT
 
 #: Seeds of class ``c`` start at ``seed + c * CLASS_SEED_STRIDE``, so classes never share an initial noise.
@@ -40,7 +42,8 @@ class CaseSelection:
 
 @dataclass(frozen=True)
 class TestCase:
-    """One origin: its class, the seed of its initial noise and how many seeds were skipped to find it."""
+    """One origin: its class, the seed of its initial noise, how many seeds were skipped to find it, and the origin
+    image ``(1, C, H, W)`` on CPU when validating it sampled it (every method then starts from exactly that image)."""
 
     __test__ = False  # not a pytest test class
 
@@ -48,6 +51,7 @@ class TestCase:
     origin_class: int | None
     seed: int | None
     skipped_seeds: int
+    origin: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
 def case_id(origin_class: int | None, index: int) -> str:
@@ -55,28 +59,46 @@ def case_id(origin_class: int | None, index: int) -> str:
     return f"u-{index}" if origin_class is None else f"c{origin_class}-{index}"
 
 
+def n_selected(selection: CaseSelection) -> int:
+    """How many cases ``selection`` yields."""
+    every = [case_id(c, i) for c in selection.classes for i in range(selection.n_per_class)]
+    return len([cid for cid in every if not selection.case_ids or cid in set(selection.case_ids)])
+
+
 @torch.no_grad()
 def iter_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT) -> Iterator[TestCase]:
     """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
 
-    Seeds rejected for one case are never reused by the next. A case whose ``max_seed_tries`` seeds are all
-    invalid is yielded with ``seed=None``.
+    Each origin is sampled once: the image that passed validation travels with its case. Seeds rejected for one
+    case are never reused by the next. A case whose ``max_seed_tries`` seeds are all invalid is yielded with
+    ``seed=None``.
     """
     wanted = set(selection.case_ids)
     for origin_class in selection.classes:
         next_seed = selection.seed + (origin_class or 0) * CLASS_SEED_STRIDE
         for index in range(selection.n_per_class):
-            found, skipped = None, 0
+            cid = case_id(origin_class, index)
+            found, skipped, image = None, 0, None
             for candidate in range(next_seed, next_seed + selection.max_seed_tries):
                 if not selection.validate_origins:
                     found = candidate
                     break
                 origin = generator.sample(generator.initial_noise(candidate), origin_class)
                 if bool(sut.is_valid_origin(sut(origin), origin_class).all()):
-                    found = candidate
+                    found, image = candidate, origin.cpu()
                     break
                 skipped += 1
             next_seed = (found if found is not None else next_seed + selection.max_seed_tries - 1) + 1
-            cid = case_id(origin_class, index)
             if not wanted or cid in wanted:
-                yield TestCase(cid, origin_class, found, skipped)
+                yield TestCase(cid, origin_class, found, skipped, image)
+
+
+def select_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT,
+                 console: Console | None = None) -> list[TestCase]:
+    """Every selected case, with progress while the origins are sampled and validated."""
+    cases = []
+    with StepProgress("origins", n_selected(selection), unit="origin", console=console) as progress:
+        for case in iter_cases(selection, generator, sut):
+            cases.append(case)
+            progress.update()
+    return cases

@@ -12,6 +12,7 @@ from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.campaign.runner import RunOutput, run_campaign
 from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts import SUT
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
@@ -34,8 +35,9 @@ class CampaignCLI(LightningCLI):
     ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model.
 
     ``model`` is any test-case LightningModule given as ``class_path`` + ``init_args`` whose constructor takes
-    ``generator``, ``sut``, ``origin_class`` and ``seed``: ``hynea_pl.methods.HyNeACase``,
-    ``baselines.giftbench.GIFTbenchCase``, ``baselines.sinvad.SINVADCase``, or a user's own method."""
+    ``generator``, ``sut``, ``origin_class`` and ``seed`` and that subclasses
+    :class:`hynea_pl.methods.TestCaseModule`: ``hynea_pl.methods.HyNeACase``, ``baselines.giftbench.GIFTbenchCase``,
+    ``baselines.sinvad.SINVADCase``, or a user's own method."""
 
     def __init__(self, args: list[str] | None = None) -> None:
         super().__init__(
@@ -64,6 +66,15 @@ class CampaignCLI(LightningCLI):
         per-case objects are built by :func:`run_campaign`."""
         self.config_init = self.parser.instantiate_classes(self.config)
         self.model = self.config_init.model
+        check_method(self.model)
+
+
+def check_method(model: L.LightningModule) -> None:
+    """Refuse, before any case runs, a model that is no test-case module or a method x task pair not implemented."""
+    if not isinstance(model, TestCaseModule):
+        raise TypeError(f"model {type(model).__name__} is not a hynea_pl.methods.TestCaseModule; a method's test case "
+                        "must subclass it (it is the protocol the campaign runs)")
+    type(model).check_task(model.sut.task, model.method_name)
 
 
 def quiet_lightning_info() -> None:

@@ -1,14 +1,18 @@
-"""A run folder: ``records.jsonl`` appended case by case, per-case PNGs, a grid and ``summary.json``."""
+"""A run folder: its config, ``records.jsonl`` appended case by case, per-case PNGs, a grid and ``summary.json``."""
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
 import torch
 from torchvision.utils import make_grid, save_image
 
 from hynea_pl.campaign.summary import summarize_records
+from hynea_pl.images import load_image
+from hynea_pl.schema import CaseRecord, read_records
+
+CONFIG_FILE = "config.yaml"
 
 
 def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
@@ -21,7 +25,8 @@ class RunFolder:
     """Writes a campaign's outputs to ``root/name``.
 
     An existing folder is resumed: the cases already in its ``records.jsonl`` are kept and not run again, so
-    no result already written is lost.
+    no result already written is lost. ``config.yaml`` is the parsed config of the run (``evaluate``, ``replay``
+    and ``compare`` read it).
     """
 
     def __init__(self, root: str | Path, name: str) -> None:
@@ -30,14 +35,17 @@ class RunFolder:
         self.cases_dir.mkdir(parents=True, exist_ok=True)
         self.records_path = self.path / "records.jsonl"
 
-    def records(self) -> list[dict]:
-        if not self.records_path.exists():
-            return []
-        lines = self.records_path.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+    def records(self) -> list[CaseRecord]:
+        return read_records(self.records_path) if self.records_path.exists() else []
 
     def done_case_ids(self) -> set[str]:
-        return {r["case_id"] for r in self.records()}
+        return {r.case_id for r in self.records()}
+
+    def write_config(self, text: str) -> None:
+        """Keep the run's parsed config (the first one: a resumed run keeps what its first cases ran with)."""
+        path = self.path / CONFIG_FILE
+        if not path.exists():
+            path.write_text(text)
 
     def save_case_images(self, case_id: str, origin: torch.Tensor, result: torch.Tensor) -> dict[str, str]:
         """Save origin, result and difference PNGs of images ``(C, H, W)``; returns paths relative to the run."""
@@ -48,19 +56,23 @@ class RunFolder:
             paths[f"{kind}_image"] = relative
         return paths
 
-    def append(self, record: dict) -> None:
-        """Append one case's record (one JSON object per line), flushed before returning."""
+    def adapter_dir(self, case_id: str) -> tuple[Path, str]:
+        """Where a case's adapter goes: ``(absolute path, path relative to the run)``."""
+        relative = f"cases/{case_id}_adapter"
+        return self.path / relative, relative
+
+    def append(self, record: CaseRecord) -> None:
+        """Append one case's record (one JSON object per line), flushed and fsync'd before returning."""
         with self.records_path.open("a") as stream:
-            stream.write(json.dumps(record) + "\n")
+            stream.write(record.to_json() + "\n")
             stream.flush()
+            os.fsync(stream.fileno())
 
-    def save_grid(self, records: list[dict]) -> Path | None:
+    def save_grid(self, records: list[CaseRecord]) -> Path | None:
         """One grid of all cases: a column per case, rows origin / result / difference."""
-        from hynea_pl.metrics.rescore import load_image
-
-        shown = [r for r in records if r.get("origin_image") and r.get("result_image") and r.get("diff_image")]
-        rows = [[load_image(self.path / r[key]) for r in shown] for key in ("origin_image", "result_image",
-                                                                             "diff_image")]
+        shown = [r for r in records if r.origin_image and r.result_image and r.diff_image]
+        rows = [[load_image(self.path / getattr(r, key)) for r in shown]
+                for key in ("origin_image", "result_image", "diff_image")]
         images = [image for row in rows for image in row]
         if not images or len({tuple(image.shape) for image in images}) > 1:
             return None
@@ -70,6 +82,8 @@ class RunFolder:
 
     def finish(self) -> dict:
         """Write the grid and ``summary.json``; return the summary."""
+        import json
+
         records = self.records()
         self.save_grid(records)
         summary = summarize_records(records)

@@ -13,13 +13,21 @@ from lightning.pytorch.loggers import WandbLogger
 from rich.console import Console
 
 from hynea_pl.callbacks import CaseImageLogger, FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.campaign.cases import CaseSelection, TestCase, iter_cases
+from hynea_pl.campaign.cases import CaseSelection, TestCase, select_cases
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.campaign.summary import summary_table
+from hynea_pl.errors import one_line
+from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics import ms_ssim
+from hynea_pl.metrics.functional.task import confidence_reduction
 from hynea_pl.objectives import frobenius_distance
+from hynea_pl.schema import CaseRecord
 
 console = Console()
+
+
+class CampaignFailed(RuntimeError):
+    """Every case of a campaign failed."""
 
 
 @dataclass
@@ -30,7 +38,7 @@ class RunOutput:
         root: parent folder of runs.
         name: run name (folder, W&B run-name prefix); ``{method}`` is replaced by the method name.
         method: method name written into every record; default: the model's ``method_name`` (``hynea``,
-            ``giftbench-low``, ``sinvad``, ...).
+            ``giftbench-low-1e-4``, ``sinvad``, ...).
     """
 
     root: str = "runs"
@@ -38,7 +46,7 @@ class RunOutput:
     method: str | None = None
 
 
-def _case_config(config: Any, case: TestCase, run_name: str) -> Any:
+def case_config(config: Any, case: TestCase, run_name: str) -> Any:
     """A copy of the parsed config for one case: its class and seed, and a per-case logger name."""
     cfg = copy.deepcopy(config)
     cfg.model.init_args.origin_class = case.origin_class
@@ -50,101 +58,133 @@ def _case_config(config: Any, case: TestCase, run_name: str) -> Any:
     return cfg
 
 
+def build_case(cli: Any, case: TestCase, run_name: str) -> tuple[TestCaseModule, dict[str, Any]]:
+    """The case's fresh module (its origin handed over when the campaign sampled it) and Trainer arguments."""
+    init = cli.parser.instantiate_classes(case_config(cli.config, case, run_name))
+    model = init.model
+    if case.origin is not None:
+        model.provide_origin(case.origin)
+    return model, dict(vars(init.trainer))
+
+
 def _close_logger(trainer: L.Trainer) -> None:
     for logger in trainer.loggers:
         if isinstance(logger, WandbLogger) and logger._experiment is not None:
             logger.experiment.finish()
 
 
-def _pred(output: torch.Tensor | None) -> list | None:
-    return None if output is None else output[0].detach().float().cpu().tolist()
+def _pred(output: torch.Tensor) -> list:
+    return output[0].detach().float().cpu().tolist()
 
 
-def method_name(model: Any) -> str:
-    """A test-case module's method name (its ``method_name``, else its class name)."""
-    return str(getattr(model, "method_name", None) or type(model).__name__)
+def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder) -> None:
+    """Write what a fitted (or failed) case produced into its record; the SUT's task decides every verdict."""
+    record.sut_evals = int(model.sut_evals)
+    record.diagnostics = model.record_diagnostics()
+    if not model.has_origin:  # the case failed before its origin existed
+        return
+    sut, origin_output, target = model.sut, model.origin_output, model.target
+    record.target = int(target[0])
+    record.origin_pred = _pred(origin_output)
+    record.origin_label = int(sut.prediction(origin_output)[0])
+    result = model.result
+    if result.image is None:
+        return
+    output = result.output.to(origin_output.device)
+    record.result_pred = _pred(output)
+    record.result_label = int(sut.prediction(output)[0])
+    record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
+    record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
+    record.result_step = result.step
+    if record.task == "detection":
+        record.confidence_reduction = float(confidence_reduction(origin_output, output, target, from_logits=True))
+    origin, image = model.origin_image.cpu(), result.image.cpu()
+    record.ms_ssim = float(ms_ssim(image, origin))
+    record.distance = float(frobenius_distance(origin, image))
+    for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():
+        setattr(record, key, path)
+    if record.flipped:
+        directory, relative = folder.adapter_dir(record.case_id)
+        if model.save_adapter(directory):
+            record.adapter = relative
 
 
-def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: RunFolder) -> dict:
-    """Fit one test case and append its record (``output`` has its method and name resolved)."""
-    record: dict[str, Any] = {
-        "method": output.method, "run": output.name, "case_id": case.case_id, "seed": case.seed,
-        "origin_class": case.origin_class, "skipped_seeds": case.skipped_seeds, "target": None, "flipped": False,
-        "sut_evals": 0, "steps": 0, "runtime_s": 0.0, "origin_pred": None, "result_pred": None, "ms_ssim": None,
-        "distance": None, "origin_image": None, "result_image": None, "diff_image": None, "error": None,
-    }
+def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: RunFolder, task: str) -> CaseRecord:
+    """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded."""
+    record = CaseRecord(method=output.method, run=output.name, task=task, case_id=case.case_id, seed=case.seed,
+                        origin_class=case.origin_class, skipped_seeds=case.skipped_seeds)
     if case.seed is None:
-        record["error"] = f"no valid origin in {cli.config.cases.max_seed_tries} seeds"
+        record.error = f"no valid origin in {cli.config.cases.max_seed_tries} seeds"
         folder.append(record)
         return record
 
     start = time.perf_counter()
-    L.seed_everything(case.seed, verbose=False)
-    init = cli.parser.instantiate_classes(_case_config(cli.config, case, output.name))
-    model = init.model
-    trainer_kwargs = dict(vars(init.trainer))
-    trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), FlipEarlyStopping(),
-                                   SUTEvaluationBudget(budget), CaseImageLogger()]
-    trainer = L.Trainer(**trainer_kwargs)
-    record["task"] = model.sut.task
+    model: TestCaseModule | None = None
+    trainer: L.Trainer | None = None
     try:
+        L.seed_everything(case.seed, verbose=False)
+        model, trainer_kwargs = build_case(cli, case, output.name)
+        trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), FlipEarlyStopping(),
+                                       SUTEvaluationBudget(budget), CaseImageLogger()]
+        trainer = L.Trainer(**trainer_kwargs)
         trainer.fit(model)
     except Exception as error:  # a failing case is recorded, the campaign goes on
-        record["error"] = f"{type(error).__name__}: {error}"
+        record.error = f"{type(error).__name__}: {one_line(error)}"
     finally:
-        _close_logger(trainer)
-    record["runtime_s"] = time.perf_counter() - start
-
-    result = model.result
-    record.update(sut_evals=model.sut_evals, steps=trainer.global_step, flipped=result.flipped,
-                  flip_step=result.step if result.flipped else None)
-    if hasattr(model, "record_diagnostics"):  # method-specific numbers (e.g. GIFTbench's latent OOD measures)
-        record["diagnostics"] = model.record_diagnostics()
-    if getattr(model, "origin_output", None) is not None:  # setup ran: the origin exists
-        record.update(target=int(model.target[0]), origin_pred=_pred(model.origin_output),
-                      origin_label=int(model.sut.prediction(model.origin_output)[0]))
-    if result.image is not None:
-        origin, image = model.origin_image.cpu(), result.image.cpu()
-        record.update(result_pred=_pred(result.output), result_label=int(model.sut.prediction(result.output)[0]),
-                      ms_ssim=float(ms_ssim(image, origin)),
-                      distance=float(frobenius_distance(origin, image)))
-        record.update(folder.save_case_images(case.case_id, origin[0], image[0]))
-        if hasattr(model.sut, "confidence_reduction"):  # detection (paper eq. 15)
-            record["confidence_reduction"] = float(model.sut.confidence_reduction(
-                model.origin_output, result.output.to(model.origin_output.device), model.target))
+        if trainer is not None:
+            _close_logger(trainer)
+    record.runtime_s = time.perf_counter() - start
+    record.steps = trainer.global_step if trainer is not None else 0
+    if model is not None:
+        try:
+            fill_outcome(record, model, folder)
+        except Exception as error:
+            record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
     folder.append(record)
     return record
 
 
-def describe(index: int, total: int, record: dict) -> str:
-    head = f"[{index}/{total}] {record['case_id']} seed {record['seed']}"
-    if record["error"]:
-        return f"{head}: [red]error[/] {record['error']}"
-    verdict = (f"[green]flipped[/] to {record['result_label']} at step {record['flip_step']}" if record["flipped"]
-               else f"[yellow]not flipped[/] (predicts {record.get('result_label')})")
-    ssim = "-" if record["ms_ssim"] is None else f"{record['ms_ssim']:.3f}"
-    return f"{head}: {verdict}, {record['sut_evals']} SUT evals, {record['runtime_s']:.1f} s, MS-SSIM {ssim}"
+def describe(index: int, total: int, record: CaseRecord) -> str:
+    head = f"[{index}/{total}] {record.case_id} seed {record.seed}"
+    if record.error:
+        return f"{head}: [red]error[/] {record.error}"
+    if record.flipped:
+        verdict = f"[green]flipped[/] to {record.result_label} at step {record.result_step}"
+        if not record.target_reached:
+            verdict += f" (target {record.target} not reached)"
+    else:
+        verdict = f"[yellow]not flipped[/] (predicts {record.result_label})"
+    ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"
+    return f"{head}: {verdict}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
 
 
 def run_campaign(cli: Any) -> dict:
-    """Run every selected case not yet recorded in the run folder, then write and print the summary."""
+    """Run every selected case not yet recorded in the run folder, then write and print the summary.
+
+    Raises :class:`CampaignFailed` (after writing the summary) when every case run here failed.
+    """
     config = cli.config
     shared = cli.config_init
     output: RunOutput = RunOutput(**vars(config.output))
-    output.method = output.method or method_name(shared.model)
+    output.method = output.method or shared.model.method_name
     output.name = output.name.replace("{method}", output.method)
     selection = CaseSelection(**vars(config.cases))
     budget = int(config.budget.max_evals)
     folder = RunFolder(output.root, output.name)
+    folder.write_config(cli.parser.dump(config, skip_none=False))
     done = folder.done_case_ids()
     if done:
         console.print(f"resuming {folder.path}: {len(done)} case(s) already recorded are kept")
-    cases = list(iter_cases(selection, shared.model.generator, shared.model.sut))
+    cases = select_cases(selection, shared.model.generator, shared.model.sut, console=console)
     todo = [case for case in cases if case.case_id not in done]
+    records = []
     for index, case in enumerate(todo, 1):
-        record = run_case(cli, case, output, budget, folder)
+        record = run_case(cli, case, output, budget, folder, shared.model.sut.task)
+        records.append(record)
         console.print(describe(index, len(todo), record), soft_wrap=True)
     summary = folder.finish()
     console.print(summary_table(f"{output.method} on {output.name}", summary))
     console.print(f"outputs: {folder.path}/ (records.jsonl, summary.json, grid.png, cases/)")
+    if records and all(r.error for r in records):
+        raise CampaignFailed(f"every case failed ({len(records)}/{len(records)}); first error: {records[0].error}")
     return summary

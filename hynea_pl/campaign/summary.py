@@ -8,18 +8,22 @@ from rich.table import Table
 
 from hynea_pl.metrics.rescore import records_row
 from hynea_pl.metrics.weights import to_record_value
+from hynea_pl.schema import CaseRecord
 
-SUMMARY_KEYS = ("n_cases", "n_errors", "misclassification_rate", "escape_ratio", "median_sut_evals",
-                "mean_sut_evals", "mean_runtime_s", "median_ms_ssim", "skipped_seeds")
+SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
+                "escape_ratio", "median_sut_evals", "mean_sut_evals", "mean_runtime_s", "median_ms_ssim",
+                "skipped_seeds")
 
 
-def summarize_records(records: Sequence[dict]) -> dict:
-    """``n_cases`` (cases with a valid origin), ``misclassification_rate`` (eq. 9; a case with an error counts as
-    not flipped), ``escape_ratio`` (eqs. 12-13), ``median_sut_evals`` / ``mean_sut_evals`` (flipped cases),
-    ``mean_runtime_s``, ``median_ms_ssim`` and ``skipped_seeds`` (invalid origins drawn, paper 4.5)."""
+def summarize_records(records: Sequence[CaseRecord]) -> dict:
+    """The run's summary from the shared metric module (:func:`hynea_pl.metrics.rescore.records_row`):
+    ``n_cases`` (cases with a valid origin), ``flip_rate`` / ``target_reached_rate`` (flips, not valid failures),
+    ``misclassification_rate`` (eqs. 9-11; a case with an error counts as not flipped), ``escape_ratio``,
+    ``median_sut_evals`` / ``mean_sut_evals`` (flipped cases), ``mean_runtime_s``, ``median_ms_ssim`` and
+    ``skipped_seeds`` (invalid origins drawn, paper 4.5)."""
     row = to_record_value(records_row(list(records)))
     summary = {key: row.get(key) for key in SUMMARY_KEYS if key != "skipped_seeds"}
-    summary["skipped_seeds"] = sum(int(r.get("skipped_seeds") or 0) for r in records)
+    summary["skipped_seeds"] = sum(r.skipped_seeds for r in records)
     return summary
 
 

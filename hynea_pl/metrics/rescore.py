@@ -1,129 +1,69 @@
 """Re-score a finished run folder into the method's table row (HyNeA Table 1 / 2 columns).
 
-``run_dir/records.jsonl`` holds one JSON object per test case with at least: ``method, task, case_id, seed,
-origin_class, target, flipped, sut_evals, steps, runtime_s, origin_pred, result_pred, ms_ssim, origin_image,
-result_image, error``. Image paths are PNGs relative to ``run_dir`` (grayscale or RGB).
+``run_dir/records.jsonl`` holds :class:`hynea_pl.schema.CaseRecord` lines (read and validated by
+:func:`hynea_pl.schema.read_records`); image paths are PNGs relative to ``run_dir``.
 
-Conventions:
-- A record is *valid* when ``error`` is null/empty. Records with an error count as not flipped (they stay in the
-  denominator of the misclassification rate) and are excluded from every image metric.
-- ``misclassification_rate`` = (sum over valid cases of the eq. 9/10/11 indicator computed from
-  ``origin_pred``/``result_pred``) / ``n_cases``. For multiclass it equals the fraction of records flipped;
-  ``flipped_mismatch`` counts valid records whose recorded ``flipped`` disagrees with the argmax.
-  ``misclassification_rate_valid`` is the same over valid cases only. ``n_flipped`` is the numerator (for
-  detection a sum of per-image fractions of changed detections).
-- Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection) are averaged over valid cases.
-- SUT evaluations and runtime are summarised over every record that has them (errors included: budget was spent).
-- MS-SSIM uses the recorded ``ms_ssim`` of valid records (recomputed from the PNGs when absent).
-- Task kinds: ``binary`` (names containing binary/multilabel/attribute/celeba; tested attribute from
-  ``attribute``, else an integer ``target``), ``detection`` (detect/driving/yolo; preds ``(D, C)``, class
-  ``origin_class``), otherwise ``multiclass``.
+Conventions (the same for every method, since every method writes the same schema):
+- A *case* is a record with a valid origin (``seed`` not null; the others only count as skipped seeds, paper 4.5).
+  A case is *ok* when ``error`` is null. Cases with an error count as not flipped (they stay in the denominators)
+  and are excluded from every image metric.
+- ``flip_rate`` = cases whose SUT decision left the origin's (``flipped``) / cases; ``target_reached_rate`` the
+  same for ``target_reached``. These count flips, not valid failures: whether the result still shows its class is
+  the validity oracle's verdict, not the SUT's.
+- ``misclassification_rate`` = (sum over ok cases of the eq. 9/10/11 indicator computed from ``origin_pred`` /
+  ``result_pred``) / cases. For multiclass and binary it equals ``flip_rate`` (``flipped_mismatch`` counts ok
+  records where they disagree); for detection eq. 11 is the fraction of top-k detections whose class changed.
+- Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection, from the logits) over ok cases.
+- ``median_sut_evals`` / ``mean_sut_evals`` are over flipped cases (what a method needs to find a flip);
+  ``*_sut_evals_all`` and runtime over every case (errors included: budget was spent).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 from torch import Tensor
 
+from hynea_pl.images import load_image
 from hynea_pl.metrics.functional import embedding as FE
 from hynea_pl.metrics.functional import image as FI
 from hynea_pl.metrics.functional import task as FT
 from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
+from hynea_pl.schema import CaseRecord, read_records
 
-__all__ = ["evaluate_run", "load_image", "read_records", "records_row", "task_kind"]
+__all__ = ["evaluate_run", "records_row"]
 
 NAN = float("nan")
 
 
-def task_kind(task: str | None) -> str:
-    """Map a task name to ``"multiclass"``, ``"binary"`` or ``"detection"``."""
-    name = (task or "").lower()
-    if any(k in name for k in ("binary", "multilabel", "multi-label", "attribute", "celeba")):
-        return "binary"
-    if any(k in name for k in ("detect", "driving", "yolo")):
-        return "detection"
-    return "multiclass"
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Read a JSON-lines file (blank lines skipped)."""
-    records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {exc}") from exc
-    return records
-
-
-def load_image(path: Path) -> Tensor:
-    """PNG -> ``(C, H, W)`` float32 in ``[0, 1]``; C = 1 for grayscale, 3 otherwise (alpha dropped)."""
-    with Image.open(path) as im:
-        if im.mode.startswith("I;16") or im.mode == "I":
-            arr = np.asarray(im, dtype=np.float64) / (65535.0 if im.mode.startswith("I;16") else max(1.0, float(np.asarray(im).max())))
-            return torch.from_numpy(arr).float().unsqueeze(0)
-        if im.mode in ("1", "L", "LA"):
-            arr = np.asarray(im.convert("L"), dtype=np.float32) / 255.0
-            return torch.from_numpy(arr).unsqueeze(0)
-        arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
-        return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
-
-
-def _is_valid(rec: dict[str, Any]) -> bool:
-    return not rec.get("error")
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _case_task_values(rec: dict[str, Any], kind: str) -> dict[str, float | None] | None:
+def _case_task_values(rec: CaseRecord) -> dict[str, float | None] | None:
     """Per-case misclassification indicator / escape / confidence reduction; None when preds are unusable."""
     try:
-        o = torch.as_tensor(rec["origin_pred"], dtype=torch.float64)
-        r = torch.as_tensor(rec["result_pred"], dtype=torch.float64)
-    except (KeyError, TypeError, ValueError, RuntimeError):
+        o = torch.as_tensor(rec.origin_pred, dtype=torch.float64)
+        r = torch.as_tensor(rec.result_pred, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
         return None
-    if o.shape != r.shape or o.numel() == 0:
+    if o.shape != r.shape or o.numel() == 0 or rec.target is None:
         return None
-    if kind == "detection":
-        if o.dim() == 1:
-            o, r = o.unsqueeze(0), r.unsqueeze(0)
-        if o.dim() != 2:
+    if rec.task == "detection":
+        if o.dim() != 2 or not 0 <= rec.target < o.shape[-1]:
             return None
         o, r = o.unsqueeze(0), r.unsqueeze(0)
-        out = {"mr": float(FT.detection_misclassification_rate(o, r)), "esc": None, "cr": None}
-        cls = rec.get("origin_class")
-        if not isinstance(cls, int):  # unconditional origins: the suppressed class is the case's target
-            cls = rec.get("target")
-        if isinstance(cls, int) and not isinstance(cls, bool) and 0 <= cls < o.shape[-1]:
-            out["cr"] = float(FT.confidence_reduction(o, r, cls))
-        return out
+        return {"mr": float(FT.detection_misclassification_rate(o, r)), "esc": None,
+                "cr": float(FT.confidence_reduction(o, r, rec.target, from_logits=True))}
     o, r = o.reshape(1, -1), r.reshape(1, -1)
-    if kind == "binary":
-        attr = rec.get("attribute", rec.get("target"))
-        if not isinstance(attr, int) or isinstance(attr, bool) or not 0 <= attr < o.shape[1]:
+    if rec.task == "binary":
+        if not 0 <= rec.target < o.shape[1]:
             return None
-        esc = float(FT.binary_escape_ratio(o, r, attr)) if o.shape[1] > 1 else None
-        return {"mr": float(FT.binary_misclassification_rate(o, r, attr)), "esc": esc, "cr": None}
+        esc = float(FT.binary_escape_ratio(o, r, rec.target)) if o.shape[1] > 1 else None
+        return {"mr": float(FT.binary_misclassification_rate(o, r, rec.target)), "esc": esc, "cr": None}
     esc = float(FT.escape_ratio(o, r)) if o.shape[1] > 1 else None
     return {"mr": float(FT.misclassification_rate(o, r)), "esc": esc, "cr": None}
 
@@ -139,14 +79,26 @@ def _unique(values: list[Any]) -> Any:
     return distinct[0] if len(distinct) == 1 else distinct
 
 
-def _load_pairs(run_dir: Path, valid: list[dict[str, Any]]) -> tuple[list[tuple[dict, Tensor, Tensor]], int]:
+def _finite(values: Sequence[float | int | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def _ms_ssim_columns(values: list[float], source: str | None) -> dict[str, Any]:
+    stats = summarize(values)
+    return {"median_ms_ssim": stats["median"], "mean_ms_ssim": stats["mean"], "std_ms_ssim": stats["std"],
+            "ms_ssim_source": source if values else None}
+
+
+def _load_pairs(run_dir: Path, cases: list[CaseRecord]) -> tuple[list[tuple[CaseRecord, Tensor, Tensor]], int]:
     pairs, skipped = [], 0
-    for rec in valid:
+    for rec in cases:
+        if not rec.origin_image or not rec.result_image:
+            skipped += 1
+            continue
         try:
-            o_path, r_path = Path(rec["origin_image"]), Path(rec["result_image"])
-            o = load_image(o_path if o_path.is_absolute() else run_dir / o_path)
-            r = load_image(r_path if r_path.is_absolute() else run_dir / r_path)
-        except (KeyError, TypeError, OSError):
+            o = load_image(run_dir / rec.origin_image)
+            r = load_image(run_dir / rec.result_image)
+        except OSError:
             skipped += 1
             continue
         if o.shape[0] != r.shape[0]:  # grayscale vs RGB: compare in RGB
@@ -158,7 +110,7 @@ def _load_pairs(run_dir: Path, valid: list[dict[str, Any]]) -> tuple[list[tuple[
     return pairs, skipped
 
 
-def _groups(pairs: list[tuple[dict, Tensor, Tensor]]) -> list[tuple[Tensor, Tensor]]:
+def _groups(pairs: list[tuple[CaseRecord, Tensor, Tensor]]) -> list[tuple[Tensor, Tensor]]:
     """Stack pairs by image shape -> [(origins (N, C, H, W), results (N, C, H, W))]."""
     by_shape: dict[tuple, list[tuple[Tensor, Tensor]]] = {}
     for _, o, r in pairs:
@@ -180,66 +132,53 @@ def _lpips_values(groups, lpips_model, lpips_net, lpips_weights, batch_size) -> 
     return values
 
 
-def _is_case(rec: dict[str, Any]) -> bool:
-    """Records of origins that were never valid (``seed`` null: no valid origin found, paper 4.5) are not test
-    cases; they only count as skipped seeds."""
-    return not ("seed" in rec and rec["seed"] is None)
-
-
-def records_row(records: list[dict[str, Any]]) -> dict[str, Any]:
+def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
     """The part of a method's row that needs only the records: task metrics, SUT evaluations, runtime and the
-    recorded MS-SSIM. The campaign prints this at the end of a run; :func:`evaluate_run` extends it.
-
-    ``median_sut_evals`` / ``mean_sut_evals`` are over flipped cases (the budget a method needs to find a
-    failure); ``*_sut_evals_all`` over every case.
-    """
-    records = [r for r in records if _is_case(r)]
-    valid = [r for r in records if _is_valid(r)]
-    n_cases, n_valid = len(records), len(valid)
-    # --- task metrics -------------------------------------------------------------------------------------
-    mr_valid: list[float] = []
+    recorded MS-SSIM. The campaign prints this at the end of a run; :func:`evaluate_run` extends it."""
+    cases = [r for r in records if r.is_case]
+    ok = [r for r in cases if r.ok]
+    n_cases = len(cases)
+    mr_ok: list[float] = []
     esc: list[float] = []
     cr: list[float] = []
-    kinds: set[str] = set()
     mismatch = n_pred_missing = 0
-    for rec in valid:
-        kind = task_kind(rec.get("task"))
-        kinds.add(kind)
-        vals = _case_task_values(rec, kind)
+    for rec in ok:
+        vals = _case_task_values(rec)
         if vals is None:  # no usable predictions: fall back on the recorded flag
             n_pred_missing += 1
-            mr_valid.append(float(bool(rec.get("flipped"))))
+            mr_ok.append(float(rec.flipped))
             continue
-        mr_valid.append(vals["mr"])
-        if kind == "multiclass" and "flipped" in rec and bool(rec["flipped"]) != bool(vals["mr"]):
+        mr_ok.append(vals["mr"])
+        if rec.task != "detection" and rec.flipped != bool(vals["mr"]):
             mismatch += 1
         if vals["esc"] is not None:
             esc.append(vals["esc"])
         if vals["cr"] is not None:
             cr.append(vals["cr"])
 
+    def rate(count: float) -> float:
+        return count / n_cases if n_cases else NAN
+
     row: dict[str, Any] = {
-        "method": _unique([r.get("method") for r in records]),
-        "task": _unique([r.get("task") for r in records]),
-        "task_kind": _unique([task_kind(r.get("task")) for r in records]),
+        "method": _unique([r.method for r in cases]),
+        "task": _unique([r.task for r in cases]),
         "n_cases": n_cases,
-        "n_valid": n_valid,
-        "n_errors": n_cases - n_valid,
-        "n_flipped": float(sum(mr_valid)) if "detection" in kinds else int(round(sum(mr_valid))),
-        "misclassification_rate": sum(mr_valid) / n_cases if n_cases else NAN,
-        "misclassification_rate_valid": _mean(mr_valid),
-        "flip_rate_recorded": sum(bool(r.get("flipped")) and _is_valid(r) for r in records) / n_cases if n_cases else NAN,
+        "n_ok": len(ok),
+        "n_errors": n_cases - len(ok),
+        "n_flipped": sum(r.flipped for r in ok),
+        "flip_rate": rate(sum(r.flipped for r in ok)),
+        "target_reached_rate": rate(sum(r.target_reached for r in ok)),
+        "misclassification_rate": rate(sum(mr_ok)),
+        "misclassification_rate_ok": _mean(mr_ok),
         "flipped_mismatch": mismatch,
         "n_pred_missing": n_pred_missing,
         "escape_ratio": _mean(esc) if esc else None,  # undefined for detection (Table 1: "-")
         "confidence_reduction": _mean(cr) if cr else None,
         "confidence_reduction_std": float(np.std(cr, ddof=1)) if len(cr) > 1 else None,
     }
-
-    # --- efficiency ---------------------------------------------------------------------------------------
-    budget = summarize([v for v in (_number(r.get("sut_evals")) for r in valid if r.get("flipped")) if v is not None])
-    budget_all = summarize([v for v in (_number(r.get("sut_evals")) for r in records) if v is not None])
-    runtime = summarize([v for v in (_number(r.get("runtime_s")) for r in records) if v is not None])
+    budget = summarize(_finite([r.sut_evals for r in ok if r.flipped]))
+    budget_all = summarize(_finite([r.sut_evals for r in cases]))
+    runtime = summarize(_finite([r.runtime_s for r in cases]))
     row.update({
         "median_sut_evals": budget["median"], "mean_sut_evals": budget["mean"], "std_sut_evals": budget["std"],
         "median_sut_evals_all": budget_all["median"], "mean_sut_evals_all": budget_all["mean"],
@@ -247,11 +186,7 @@ def records_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         "mean_runtime_s": runtime["mean"], "median_runtime_s": runtime["median"], "std_runtime_s": runtime["std"],
         "total_runtime_s": runtime["total"],
     })
-
-    ms = [v for v in (_number(r.get("ms_ssim")) for r in valid) if v is not None]
-    ms_stats = summarize(ms)
-    row.update({"median_ms_ssim": ms_stats["median"], "mean_ms_ssim": ms_stats["mean"], "std_ms_ssim": ms_stats["std"],
-                "ms_ssim_source": "records" if ms else None})
+    row.update(_ms_ssim_columns(_finite([r.ms_ssim for r in ok]), "records"))
     return row
 
 
@@ -278,24 +213,18 @@ def evaluate_run(
         the JSON-safe row (NaN -> None; unavailable metrics as ``{"value": None, "unavailable": reason}``).
     """
     run_dir = Path(run_dir)
-    records = [r for r in read_records(run_dir / "records.jsonl") if _is_case(r)]
-    valid = [r for r in records if _is_valid(r)]
-    row = records_row(records)
+    cases = [r for r in read_records(run_dir / "records.jsonl") if r.is_case]
+    ok = [r for r in cases if r.ok]
+    row = records_row(cases)
 
-    # --- image metrics (valid cases only) -------------------------------------------------------------------
-    pairs, skipped = _load_pairs(run_dir, valid)
+    # --- image metrics (ok cases only); MS-SSIM recomputed from the PNGs where a record has none -----------------
+    pairs, skipped = _load_pairs(run_dir, ok)
     row["n_image_pairs"] = len(pairs)
     row["n_images_missing"] = skipped
-    ms = [v for v in (_number(r.get("ms_ssim")) for r in valid) if v is not None]
-    source = "records"
-    recorded_ids = {id(r) for r in valid if _number(r.get("ms_ssim")) is not None}
-    for rec, o, r in pairs:
-        if id(rec) not in recorded_ids:
-            ms.append(float(FI.ms_ssim(r.unsqueeze(0), o.unsqueeze(0))))
-            source = "records+recomputed" if recorded_ids else "recomputed"
-    ms_stats = summarize(ms)
-    row.update({"median_ms_ssim": ms_stats["median"], "mean_ms_ssim": ms_stats["mean"], "std_ms_ssim": ms_stats["std"],
-                "ms_ssim_source": source if ms else None})
+    recomputed = [float(FI.ms_ssim(r.unsqueeze(0), o.unsqueeze(0))) for rec, o, r in pairs if rec.ms_ssim is None]
+    if recomputed:
+        recorded = _finite([r.ms_ssim for r in ok])
+        row.update(_ms_ssim_columns(recorded + recomputed, "records+recomputed" if recorded else "recomputed"))
 
     groups = _groups(pairs)
     if not groups:

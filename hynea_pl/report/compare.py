@@ -12,11 +12,15 @@ from typing import Any
 import pandas as pd
 from torch import Tensor
 
-from hynea_pl.metrics.rescore import evaluate_run, read_records
+import yaml
+
+from hynea_pl.metrics.rescore import evaluate_run
+from hynea_pl.schema import read_records
 
 #: Table columns (metric keys of ``evaluate_run``), in order.
-COLUMNS = ("method", "n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "mean_sut_evals",
-           "mean_sut_evals_all", "mean_runtime_s", "median_ms_ssim", "diversity", "trace_difference")
+COLUMNS = ("method", "n_cases", "flip_rate", "target_reached_rate", "misclassification_rate", "escape_ratio",
+           "median_sut_evals", "mean_sut_evals", "mean_sut_evals_all", "mean_runtime_s", "median_ms_ssim", "diversity",
+           "trace_difference")
 REFERENCE_METHOD = "hynea"
 
 
@@ -25,9 +29,26 @@ def _value(entry: Any) -> Any:
     return entry.get("value") if isinstance(entry, dict) else entry
 
 
-def load_embedder(name: str) -> Callable[[Tensor], Tensor] | str | None:
-    """The embedding network for diversity / trace difference: ``zoo://<profile>`` (the MNIST zoo's embedder),
-    ``resnet50`` (ImageNet ResNet-50 from the torch cache, resolved by ``evaluate_run``) or ``none``."""
+def run_embedder_name(run_dir: Path | str) -> str:
+    """The embedder that fits a run, from its own ``config.yaml``: ``zoo://<profile>`` when its generator is a zoo
+    model (the MNIST zoo's embedder), else ``resnet50`` (ImageNet features from the torch cache; unavailable, never
+    downloaded or random, when the weights are missing). A run without a config gets ``none``."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return "none"
+    config = yaml.safe_load(path.read_text()) or {}
+    pretrained = str(((config.get("generator") or {}).get("init_args") or {}).get("pretrained") or "")
+    if pretrained.startswith("zoo://"):
+        return "zoo://" + pretrained.removeprefix("zoo://").split("/")[0]
+    return "resnet50"
+
+
+def load_embedder(name: str, run_dir: Path | str | None = None) -> Callable[[Tensor], Tensor] | str | None:
+    """The embedding network for diversity / trace difference: ``auto`` (:func:`run_embedder_name` of
+    ``run_dir``), ``zoo://<profile>`` (the MNIST zoo's embedder), ``resnet50`` (ImageNet ResNet-50 from the torch
+    cache, resolved by ``evaluate_run``) or ``none``."""
+    if name == "auto":
+        name = run_embedder_name(run_dir) if run_dir is not None else "none"
     if name.startswith("zoo://"):
         from hynea_pl.zoo import load_zoo
 
@@ -43,29 +64,37 @@ def origin_mismatches(run_dirs: Sequence[Path]) -> list[str]:
     problems = []
     for run_dir in run_dirs:
         for record in read_records(Path(run_dir) / "records.jsonl"):
-            key = (record.get("seed"), record.get("origin_class"))
-            first = seen.setdefault(record["case_id"], (*key, str(run_dir)))
+            key = (record.seed, record.origin_class)
+            first = seen.setdefault(record.case_id, (*key, str(run_dir)))
             if first[:2] != key:
-                problems.append(f"{record['case_id']}: seed/class {first[:2]} in {first[2]} but {key} in {run_dir}")
+                problems.append(f"{record.case_id}: seed/class {first[:2]} in {first[2]} but {key} in {run_dir}")
     return problems
 
 
-def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Tensor] | str | None = None,
+def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Tensor] | str | None = "auto",
                  reference: str = REFERENCE_METHOD, lpips_weights: str | None = None) -> pd.DataFrame:
     """One row per run (``evaluate_run`` re-scores each and writes its ``metrics.json``).
 
+    ``embedder``: a callable, or a name for :func:`load_embedder` (default ``auto``: each run's own).
     ``hynea_eval_ratio`` = the reference method's mean SUT evaluations per case over *all* cases divided by the
     row's (cases that never flip count with what they spent, so a method that rarely flips is not flattered by
     a median over its few flips). It is empty when no run is the reference method.
     """
     rows = []
+    loaded: dict[str, Any] = {}
     for run_dir in run_dirs:
-        metrics = evaluate_run(run_dir, embedder=embedder, lpips_weights=lpips_weights)
+        run_embedder = embedder
+        if isinstance(embedder, str) and embedder != "resnet50":  # a name: resolve it per run, load each once
+            name = run_embedder_name(run_dir) if embedder == "auto" else embedder
+            if name not in loaded:
+                loaded[name] = load_embedder(name)
+            run_embedder = loaded[name]
+        metrics = evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights)
         row = {key: _value(metrics.get(key)) for key in COLUMNS}
         row["run"] = str(run_dir)
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*COLUMNS, "run"])
-    ref = table.loc[table["method"] == reference, "mean_sut_evals_all"]
+    ref = table.loc[table["method"] == reference, "mean_sut_evals_all"]  # flips or not: what each case spent
     if len(ref) == 1 and ref.iloc[0]:
         table.insert(len(COLUMNS), "hynea_eval_ratio", float(ref.iloc[0]) / table["mean_sut_evals_all"])
     else:

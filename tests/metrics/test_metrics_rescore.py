@@ -8,8 +8,9 @@ import pytest
 import torch
 from PIL import Image
 
+from hynea_pl.images import load_image
 from hynea_pl.metrics import evaluate_run, ms_ssim
-from hynea_pl.metrics.rescore import load_image, task_kind
+from hynea_pl.schema import SCHEMA_VERSION
 
 
 def _png(path, value, size=32, rgb=False):
@@ -26,10 +27,13 @@ def _write(run_dir, records):
 
 
 def _record(i, origin_pred, result_pred, flipped, sut_evals, runtime, ms, origin_img, result_img, error=None):
-    return {"method": "hynea", "task": "mnist", "case_id": i, "seed": i, "origin_class": int(np.argmax(origin_pred)),
-            "target": int(np.argsort(origin_pred)[-2]), "flipped": flipped, "sut_evals": sut_evals, "steps": sut_evals,
-            "runtime_s": runtime, "origin_pred": origin_pred, "result_pred": result_pred, "ms_ssim": ms,
-            "origin_image": origin_img, "result_image": result_img, "error": error}
+    target = int(np.argsort(origin_pred)[-2])
+    return {"schema_version": SCHEMA_VERSION, "method": "hynea", "run": "run", "task": "multiclass",
+            "case_id": f"c{i}", "seed": i, "origin_class": int(np.argmax(origin_pred)), "target": target,
+            "flipped": flipped, "target_reached": flipped and int(np.argmax(result_pred)) == target,
+            "sut_evals": sut_evals, "steps": sut_evals, "runtime_s": runtime, "origin_pred": origin_pred,
+            "result_pred": result_pred, "ms_ssim": ms, "origin_image": origin_img, "result_image": result_img,
+            "error": error}
 
 
 @pytest.fixture(autouse=True)
@@ -61,11 +65,12 @@ def test_evaluate_run_hand_values(run_dir):
     l1 = lambda preds, target: (preds - target).abs().flatten(1).mean(1)  # noqa: E731
     mean_pixel = lambda images: images.mean(dim=(2, 3))  # noqa: E731 - (B, 1, H, W) -> (B, 1)
     row = evaluate_run(run_dir, embedder=mean_pixel, lpips_model=l1)
-    assert row["method"] == "hynea" and row["task_kind"] == "multiclass"
-    assert (row["n_cases"], row["n_valid"], row["n_errors"], row["n_flipped"]) == (4, 3, 1, 2)
+    assert row["method"] == "hynea" and row["task"] == "multiclass"
+    assert (row["n_cases"], row["n_ok"], row["n_errors"], row["n_flipped"]) == (4, 3, 1, 2)
     assert row["misclassification_rate"] == pytest.approx(2 / 4)  # errors count as not flipped
-    assert row["misclassification_rate"] == pytest.approx(row["flip_rate_recorded"])
-    assert row["misclassification_rate_valid"] == pytest.approx(2 / 3)
+    assert row["misclassification_rate"] == pytest.approx(row["flip_rate"])
+    assert row["target_reached_rate"] == pytest.approx(1 / 4)  # case 0 reached its target, case 1 a third class
+    assert row["misclassification_rate_ok"] == pytest.approx(2 / 3)
     assert row["flipped_mismatch"] == 0
     assert row["escape_ratio"] == pytest.approx(1 / 3)
     assert row["confidence_reduction"] is None
@@ -114,12 +119,10 @@ def test_evaluate_run_rgb_images_and_flag_mismatch(tmp_path):
 
 
 def test_evaluate_run_binary_and_detection(tmp_path):
-    assert task_kind("celeba-binary") == "binary" and task_kind("driving") == "detection"
-    assert task_kind("imagenet") == "multiclass"
     b = tmp_path / "binary"
     b.mkdir()
     rec = _record(0, [1.0, -1.0, 2.0, 0.5], [1.0, 1.0, -2.0, 0.5], True, 3, 0.1, 0.7, "o.png", "r.png")
-    rec.update(task="celeba-binary", attribute=2)
+    rec.update(task="binary", target=2)  # the tested attribute
     _write(b, [rec])
     row = evaluate_run(b, write=False)
     assert not (b / "metrics.json").exists()
@@ -129,12 +132,13 @@ def test_evaluate_run_binary_and_detection(tmp_path):
     det = tmp_path / "det"
     det.mkdir()
     rec = _record(0, [0.9, 0.1], [0.3, 0.7], True, 3, 0.1, 0.7, "o.png", "r.png")
-    rec.update(task="driving", origin_class=0, origin_pred=[[0.9, 0.1], [0.2, 0.8]],
-               result_pred=[[0.3, 0.7], [0.2, 0.8]])
+    rec.update(task="detection", target=0, origin_pred=[[2.0, -1.0], [-1.0, 1.0]],
+               result_pred=[[-1.0, 1.0], [-1.0, 1.0]])  # raw logits, as the detector SUT records them
     _write(det, [rec])
     row = evaluate_run(det)
     assert row["misclassification_rate"] == pytest.approx(0.5)  # one of two detections changed class
-    assert row["confidence_reduction"] == pytest.approx(0.3)  # class 0 drops 0.6 and 0.0
+    sig = lambda v: 1 / (1 + math.exp(-v))  # noqa: E731 - class confidences are sigmoid(logit)
+    assert row["confidence_reduction"] == pytest.approx((sig(2.0) - sig(-1.0)) / 2)  # class 0 drops, then 0
     assert row["escape_ratio"] is None
 
 

@@ -1,0 +1,69 @@
+"""Replay a found failure: regenerate a case's result image from its saved adapter and seed, and check it."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torchvision.utils import save_image
+
+from hynea_pl.campaign.cases import TestCase
+from hynea_pl.campaign.records import CONFIG_FILE
+from hynea_pl.images import load_image
+from hynea_pl.schema import CaseRecord, read_records
+
+#: A replayed image matches when no pixel differs by more than one 8-bit level from the stored PNG.
+PIXEL_TOLERANCE = 1 / 255
+
+
+@dataclass
+class ReplayResult:
+    """How the regenerated image compares to the stored one."""
+
+    record: CaseRecord
+    image: torch.Tensor  # (1, C, H, W) in [0, 1]
+    max_abs_diff: float  # against the stored PNG, in [0, 1] (after the same 8-bit quantisation)
+    result_label: int  # the SUT's decision on the regenerated image
+
+    @property
+    def matches(self) -> bool:
+        return self.max_abs_diff <= PIXEL_TOLERANCE + 1e-9 and self.result_label == self.record.result_label
+
+
+def find_record(run_dir: Path, case_id: str) -> CaseRecord:
+    records = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
+    if case_id not in records:
+        raise ValueError(f"no case {case_id!r} in {run_dir / 'records.jsonl'} (cases: {', '.join(sorted(records))})")
+    record = records[case_id]
+    if record.adapter is None:
+        raise ValueError(f"case {case_id} has no saved adapter: run it with --model.init_args.save_adapters true "
+                         "(only flipped cases of a method with an adapter, e.g. HyNeA, are saved)")
+    return record
+
+
+@torch.no_grad()
+def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
+    """Rebuild the run's generator, SUT and the case's module from ``config.yaml``, load the adapter, regenerate."""
+    from hynea_pl.campaign.cli import CampaignCLI, quiet_lightning_info
+    from hynea_pl.campaign.runner import build_case
+
+    run_dir = Path(run_dir)
+    record = find_record(run_dir, case_id)
+    config = run_dir / CONFIG_FILE
+    if not config.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: replay needs the run's config")
+    quiet_lightning_info()
+    cli = CampaignCLI(args=["--config", str(config)])
+    case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds)
+    model, _ = build_case(cli, case, record.run)
+    model.setup("fit")
+    model.load_adapter(run_dir / record.adapter)
+    image = model.generate().detach()
+    with tempfile.TemporaryDirectory() as tmp:  # the same 8-bit quantisation the stored PNG went through
+        save_image(image[0].cpu(), Path(tmp) / "replay.png")
+        replayed = load_image(Path(tmp) / "replay.png")
+    stored = load_image(run_dir / record.result_image)
+    label = int(model.sut.prediction(model.sut(image))[0])
+    return ReplayResult(record, image, float((replayed - stored).abs().max()), label)

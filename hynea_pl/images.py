@@ -1,0 +1,23 @@
+"""Reading the PNGs a run writes: the one image loader of the project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+
+
+def load_image(path: Path) -> Tensor:
+    """PNG -> ``(C, H, W)`` float32 in ``[0, 1]``; C = 1 for grayscale, 3 otherwise (alpha dropped)."""
+    with Image.open(path) as im:
+        if im.mode.startswith("I;16") or im.mode == "I":
+            arr = np.asarray(im, dtype=np.float64) / (65535.0 if im.mode.startswith("I;16") else max(1.0, float(np.asarray(im).max())))
+            return torch.from_numpy(arr).float().unsqueeze(0)
+        if im.mode in ("1", "L", "LA"):
+            arr = np.asarray(im.convert("L"), dtype=np.float32) / 255.0
+            return torch.from_numpy(arr).unsqueeze(0)
+        arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
+        return torch.from_numpy(arr).permute(2, 0, 1).contiguous()

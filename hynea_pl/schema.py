@@ -1,0 +1,129 @@
+"""The one record schema: what a campaign writes for every test case, for HyNeA and every baseline alike.
+
+``records.jsonl`` holds one :class:`CaseRecord` per line. The campaign writes them, and ``evaluate``,
+``compare``, ``replay`` and the report read them through :func:`read_records`, so every column has one meaning
+whatever the method. A record of another ``schema_version``, an unknown field, a missing required field or a
+value of the wrong type is a one-line :class:`RecordError` naming the file, the line and the field.
+
+Meanings shared by every method (the SUT's task defines the tests, :mod:`hynea_pl.suts`):
+
+- ``flipped``: the SUT's decision on the result left the origin's: another label (multiclass), the tested
+  attribute's sign changed (binary), the suppressed class is gone from the top-k detections (detection);
+- ``target_reached``: the result reached the case's ``target``: the target class (multiclass); for binary and
+  detection, where the target *is* the change (an attribute to flip, a class to suppress), it equals ``flipped``;
+- ``sut_evals``: SUT evaluations spent, counting only images the SUT had not scored before in that case.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: Bump when a field is added, removed or changes meaning.
+SCHEMA_VERSION = 2
+
+Task = Literal["multiclass", "binary", "detection"]
+
+
+class RecordError(ValueError):
+    """A record that does not match :class:`CaseRecord` (one line: file, line, field, problem)."""
+
+
+class CaseRecord(BaseModel):
+    """One test case's outcome (one line of ``records.jsonl``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    schema_version: Literal[2] = SCHEMA_VERSION
+    # --- which case --------------------------------------------------------------------------------------------
+    method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
+    run: str = Field(description="run name (the run folder's name)")
+    task: Task = Field(description="the SUT's task")
+    case_id: str = Field(description="c<class>-<index>, or u-<index> for unconditional origins")
+    seed: int | None = Field(description="seed of the origin's initial noise; null: no valid origin was found")
+    origin_class: int | None = Field(description="conditioning class of the origin (null: unconditional)")
+    skipped_seeds: int = Field(0, description="seeds drawn and rejected as invalid origins (paper 4.5)")
+    # --- the SUT on origin and result ----------------------------------------------------------------------
+    target: int | None = Field(None, description="target class / tested attribute / class to suppress")
+    origin_label: int | None = Field(None, description="the SUT's decision on the origin (SUT.prediction)")
+    result_label: int | None = Field(None, description="the SUT's decision on the result")
+    origin_pred: list[Any] | None = Field(None, description="raw SUT output on the origin (logits)")
+    result_pred: list[Any] | None = Field(None, description="raw SUT output on the result (logits)")
+    flipped: bool = Field(False, description="the SUT's decision left the origin's (see the module docstring)")
+    target_reached: bool = Field(False, description="the result reached the target")
+    confidence_reduction: float | None = Field(None, description="detection: paper eq. 15 on the result")
+    # --- cost ------------------------------------------------------------------------------------------------
+    sut_evals: int = Field(0, description="SUT evaluations of images not scored before in this case")
+    steps: int = Field(0, description="optimisation steps (HyNeA) or generations (population searches)")
+    result_step: int | None = Field(None, description="the 1-based step that produced the result image")
+    runtime_s: float = Field(0.0, description="wall seconds of the case, build and fit")
+    # --- images ----------------------------------------------------------------------------------------------
+    ms_ssim: float | None = Field(None, description="MS-SSIM(result, origin), scales chosen for the image size")
+    distance: float | None = Field(None, description="the Frobenius image distance HyNeA minimises")
+    origin_image: str | None = Field(None, description="PNG path relative to the run folder")
+    result_image: str | None = None
+    diff_image: str | None = None
+    adapter: str | None = Field(None, description="saved HyperNet + projector folder (replay), relative")
+    # --- method-specific and failures ----------------------------------------------------------------------
+    diagnostics: dict[str, Any] = Field(default_factory=dict, description="method-specific numbers")
+    error: str | None = Field(None, description="why the case failed (build, NaN, OOM, ...); null: it ran")
+
+    @property
+    def is_case(self) -> bool:
+        """A test case is a record with a valid origin (records with ``seed`` null only count skipped seeds)."""
+        return self.seed is not None
+
+    @property
+    def ok(self) -> bool:
+        """The case ran without error."""
+        return not self.error
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+
+def _one_line(error: ValidationError, where: str) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "<record>"
+    problem = {"extra_forbidden": "unknown field", "missing": "missing field"}.get(first["type"], first["msg"])
+    return f"{where}: field '{field}': {problem}"
+
+
+def parse_record(data: dict[str, Any] | str, where: str = "record") -> CaseRecord:
+    """A :class:`CaseRecord` from a dict or a JSON line; :class:`RecordError` (one line) when it does not fit."""
+    try:
+        if isinstance(data, str):
+            data = json.loads(data)
+        if not isinstance(data, dict):
+            raise RecordError(f"{where}: not a JSON object")
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordError(f"{where}: schema_version {version!r}, this hynea_pl reads version {SCHEMA_VERSION}")
+        return CaseRecord.model_validate(data)
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{where}: invalid JSON ({error.msg})") from None
+    except ValidationError as error:
+        raise RecordError(_one_line(error, where)) from None
+
+
+def read_records(path: Path | str) -> list[CaseRecord]:
+    """Every record of a ``records.jsonl`` (blank lines skipped); a bad line is a one-line :class:`RecordError`."""
+    path = Path(path)
+    records = []
+    with open(path, encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if line.strip():
+                records.append(parse_record(line, f"{path}:{number}"))
+    return records
+
+
+def write_records(path: Path | str, records: Iterable[CaseRecord]) -> None:
+    """Write records as JSON lines (tests and tools; the campaign appends through its run folder)."""
+    Path(path).write_text("".join(record.to_json() + "\n" for record in records), encoding="utf-8")
+
+
+__all__ = ["SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "parse_record", "read_records", "write_records"]
