@@ -7,6 +7,7 @@ from tiny_components import (
     IMAGE_SHAPE,
     LATENT_SHAPE,
     reference_sample,
+    save_tiny_ldm,
     tiny_class_embedding,
     tiny_generator,
     tiny_scheduler,
@@ -100,15 +101,8 @@ def test_stochastic_ddim_is_deterministic_per_call():
     assert not torch.allclose(a, tiny_generator(eta=0.0).sample(noise, 1))
 
 
-def _save_components(root):
-    tiny_unet().save_pretrained(root / "unet")
-    tiny_vae().save_pretrained(root / "vae")
-    tiny_scheduler().save_pretrained(root / "scheduler")
-    tiny_class_embedding().save_pretrained(root / "class_embedding")
-
-
 def test_from_pretrained_round_trip(tmp_path):
-    _save_components(tmp_path)
+    save_tiny_ldm(tmp_path)
     loaded = LatentDiffusionGenerator.from_pretrained(tmp_path, num_inference_steps=3, guidance_scale=2.0)
     assert isinstance(loaded.scheduler, DDIMScheduler)
     assert isinstance(loaded.condition_encoder, ClassEmbedding)
