@@ -219,7 +219,7 @@ def test_channels_last_same_image_and_converted_weights():
 
 # ---------------------------------------------------------------------- the family contract
 class _NoModelOutput(DiffusionGenerator):
-    """A family that forgot :meth:`model_output` (and :meth:`make_hypernet`)."""
+    """A family that forgot :meth:`model_output` (and :meth:`make_hypernet`, :meth:`load_hypernet`)."""
 
     def __init__(self) -> None:
         unet = tiny_unet()
@@ -244,6 +244,8 @@ def test_family_without_model_output_raises_not_implemented():
         gen(noise)
     with pytest.raises(NotImplementedError):
         gen.make_hypernet()
+    with pytest.raises(NotImplementedError, match="load_hypernet"):
+        gen.load_hypernet("anywhere")
 
 
 def test_base_class_alone_has_no_denoiser():

@@ -1,4 +1,5 @@
-"""UNetHyperNet + ControlProjector on the frozen chain: zero-init invariance, where gradients go, checkpointing."""
+"""UNetHyperNet + ControlProjector on the frozen chain: zero-init invariance, where gradients go, checkpointing,
+the shared control path, save / load."""
 
 import pytest
 import torch
@@ -189,3 +190,18 @@ def test_expand_control_repeats_the_batch_in_guidance_order_and_casts():
     for batch in (3, 5):
         with pytest.raises(ValueError, match="control batch 2 does not divide model batch"):
             expand_control(control, batch)
+
+
+def test_from_pretrained_rebuilds_from_the_frozen_unet_and_loads_the_saved_weights(tmp_path):
+    unet = tiny_unet()
+    before = {k: v.clone() for k, v in unet.state_dict().items()}
+    hypernet = UNetHyperNet(unet, conditioning_embedding_out_channels=(8,))
+    _perturb_zero_layers(hypernet)
+    hypernet.save_pretrained(tmp_path)
+    loaded = UNetHyperNet.from_pretrained(tmp_path, unet)
+    assert loaded.conditioning_embedding_out_channels == (8,)  # the saved settings, not the defaults
+    saved, restored = hypernet.state_dict(), loaded.state_dict()
+    assert list(saved) == list(restored) and all(torch.equal(saved[k], restored[k]) for k in saved)
+    assert torch.count_nonzero(loaded.controlnet.controlnet_mid_block.weight) > 0
+    assert all(torch.equal(before[k], v) for k, v in unet.state_dict().items())  # the frozen UNet is only read
+    assert loaded.controlnet.conv_in.weight.data_ptr() != unet.conv_in.weight.data_ptr()

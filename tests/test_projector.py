@@ -1,4 +1,6 @@
-"""ControlProjector: the three branches of Algorithm 1, boundedness, gradients, errors."""
+"""ControlProjector: the three branches of Algorithm 1, boundedness, gradients, errors, save / load."""
+
+import json
 
 import pytest
 import torch
@@ -63,3 +65,36 @@ def test_unsupported_latent_rank_and_wrong_input_shape():
     projector = ControlProjector((10,), LATENT)
     with pytest.raises(ValueError, match="signal of shape"):
         projector(torch.randn(2, 11))
+
+
+@pytest.mark.parametrize("signal_shape", [(10,), (80, 5), (21, 16, 16)], ids=["flat", "sequence", "spatial"])
+def test_save_pretrained_round_trip_is_bit_identical(signal_shape, tmp_path):
+    torch.manual_seed(0)
+    projector = ControlProjector(torch.Size(signal_shape), LATENT)  # HyNeACase passes a torch.Size
+    projector.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["_class_name"] == "ControlProjector"
+    assert config["signal_shape"] == list(signal_shape) and config["latent_shape"] == list(LATENT)
+    assert (tmp_path / "diffusion_pytorch_model.safetensors").is_file()
+
+    loaded = ControlProjector.from_pretrained(tmp_path)
+    assert (loaded.signal_shape, loaded.latent_shape, loaded.mode) == (signal_shape, LATENT, projector.mode)
+    saved, restored = projector.state_dict(), loaded.state_dict()
+    assert list(saved) == list(restored) and all(torch.equal(saved[k], restored[k]) for k in saved)
+    signal = torch.randn(2, *signal_shape)
+    torch.testing.assert_close(loaded(signal), projector(signal), atol=1e-6, rtol=0)
+    assert ControlProjector.from_pretrained(tmp_path, torch_dtype=torch.float64).mix.weight.dtype == torch.float64
+
+
+def test_from_pretrained_is_strict_with_one_line_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"saved folder not found: {tmp_path / 'missing'}"):
+        ControlProjector.from_pretrained(tmp_path / "missing")
+    ControlProjector((10,), LATENT).save_pretrained(tmp_path / "p")
+    config_file = tmp_path / "p" / "config.json"
+    config_file.write_text(config_file.read_text().replace("10", "11"))  # a config the weights do not fit
+    with pytest.raises(ValueError, match="safetensors does not fit this ControlProjector: shape mismatch") as error:
+        ControlProjector.from_pretrained(tmp_path / "p")
+    assert "\n" not in str(error.value)
+    (tmp_path / "p" / "diffusion_pytorch_model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="diffusion_pytorch_model.safetensors not found"):
+        ControlProjector.from_pretrained(tmp_path / "p")

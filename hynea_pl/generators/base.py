@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -106,6 +107,11 @@ class DiffusionGenerator(nn.Module):
     def make_hypernet(self) -> nn.Module:
         """A fresh, trainable, zero-initialised HyperNet for this denoiser (it changes nothing yet)."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_hypernet()")
+
+    def load_hypernet(self, directory: str | Path) -> nn.Module:
+        """The counterpart of :meth:`make_hypernet`: the HyperNet saved (``hypernet.save_pretrained(directory)``)
+        for this denoiser, rebuilt from it and loaded strictly by the fitting HyperNet class's ``from_pretrained``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement load_hypernet()")
 
     # ------------------------------------------------------------------ frozen module behaviour
     def train(self, mode: bool = True) -> DiffusionGenerator:

@@ -33,6 +33,7 @@ diffusers' ``DiTTransformer2DModel.forward`` (output head, unpatchify) is pinned
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import diffusers
@@ -176,6 +177,11 @@ class TransformerGenerator(DiffusionGenerator):
             patch_size=self.patch_size, num_heads=self.num_heads, run_block=self.run_block,
             num_blocks=self.hypernet_blocks,
         )
+
+    def load_hypernet(self, directory: str | Path) -> TransformerHyperNet:
+        """The HyperNet saved in ``directory``, rebuilt from this transformer's blocks (its saved block count
+        wins over ``hypernet_blocks``)."""
+        return TransformerHyperNet.from_pretrained(directory, self.frozen_blocks, run_block=self.run_block)
 
 
 # ---------------------------------------------------------------------- loading

@@ -99,6 +99,12 @@ class LatentDiffusionGenerator(DiffusionGenerator):
 
         return UNetHyperNet(self.unet)
 
+    def load_hypernet(self, directory: str | Path) -> nn.Module:
+        """The :class:`~hynea_pl.hypernets.UNetHyperNet` saved in ``directory``, rebuilt from this UNet."""
+        from hynea_pl.hypernets import UNetHyperNet
+
+        return UNetHyperNet.from_pretrained(directory, self.unet)
+
     # ------------------------------------------------------------------ conditions
     def encode_condition(self, condition: Condition, batch: int) -> tuple[Tensor, Tensor | None]:
         """Condition -> ``(cond_states, uncond_states)``, each ``(batch, S, D)``.

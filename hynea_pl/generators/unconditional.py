@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -89,6 +90,12 @@ class UNet2DGenerator(DiffusionGenerator):
         from hynea_pl.hypernets.unet2d_hypernet import UNet2DHyperNet
 
         return UNet2DHyperNet(self.unet)
+
+    def load_hypernet(self, directory: str | Path) -> nn.Module:
+        """The :class:`UNet2DHyperNet` saved in ``directory``, rebuilt from this UNet."""
+        from hynea_pl.hypernets.unet2d_hypernet import UNet2DHyperNet
+
+        return UNet2DHyperNet.from_pretrained(directory, self.unet)
 
     # ------------------------------------------------------------------ conditions: none
     def encode_condition(self, condition: Any, batch: int) -> tuple[None, None]:

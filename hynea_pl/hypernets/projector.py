@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
+import torch
 import torch.nn.functional as F
+from diffusers.configuration_utils import ConfigMixin, register_to_config
+from diffusers.models.modeling_utils import ModelMixin
+from diffusers.utils import CONFIG_NAME, SAFETENSORS_WEIGHTS_NAME
 from torch import Tensor, nn
 
+from hynea_pl.hypernets.pretrained import load_weights, require_files
 
-class ControlProjector(nn.Module):
+
+class ControlProjector(ModelMixin, ConfigMixin):
     """Project a SUT signal ``(B, *signal_shape)`` to a control ``(B, C, h, w)`` in (-1, 1).
 
     The branch depends on how many dimensions the signal lacks compared with the latent ``(C, h, w)``:
@@ -24,8 +31,12 @@ class ControlProjector(nn.Module):
 
     In every branch the result is flattened, reshaped to ``(B, C, h, w)``, mixed by a 1x1 Conv2d (as in the
     authors' code) and bounded by ``tanh``.
+
+    A diffusers model: ``signal_shape`` and ``latent_shape`` are its config, ``save_pretrained(directory)`` writes
+    ``config.json`` + ``diffusion_pytorch_model.safetensors`` and :meth:`from_pretrained` reads them back.
     """
 
+    @register_to_config
     def __init__(self, signal_shape: Sequence[int], latent_shape: Sequence[int]) -> None:
         super().__init__()
         self.signal_shape = tuple(int(s) for s in signal_shape)
@@ -49,6 +60,15 @@ class ControlProjector(nn.Module):
                 f"ControlProjector supports signals of rank 1, 2 or 3 (latent rank 3), got shape {self.signal_shape}"
             )
         self.mix = nn.Conv2d(c, c, kernel_size=1)
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, torch_dtype: torch.dtype | None = None) -> ControlProjector:
+        """The projector saved by ``save_pretrained`` in the local folder ``directory``, weights loaded strictly;
+        a one-line ``FileNotFoundError`` / ``ValueError`` naming the folder or file when it is missing or does not
+        fit."""
+        folder = require_files(directory, [CONFIG_NAME, SAFETENSORS_WEIGHTS_NAME], cls.__name__)
+        projector = load_weights(cls.from_config(cls.load_config(folder)), folder)
+        return projector if torch_dtype is None else projector.to(torch_dtype)
 
     def forward(self, signal: Tensor) -> Tensor:
         """``(B, *signal_shape)`` -> ``(B, C, h, w)`` in (-1, 1)."""

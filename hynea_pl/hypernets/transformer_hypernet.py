@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from diffusers.models.embeddings import PatchEmbed
 from torch import Tensor, nn
 
 from hynea_pl.hypernets.control import expand_control
+from hynea_pl.hypernets.pretrained import PretrainedHyperNetMixin
 
 #: ``run_block(block, tokens (N, L, D), context) -> tokens (N, L, D)``: how one transformer block is called.
 BlockRunner = Callable[[nn.Module, Tensor, Any], Tensor]
@@ -29,7 +31,7 @@ def zero_linear(dim: int) -> nn.Linear:
     return layer
 
 
-class TransformerHyperNet(nn.Module):
+class TransformerHyperNet(PretrainedHyperNetMixin, nn.Module):
     """Trainable copy of the first ``num_blocks`` blocks of a frozen transformer, with zero-initialised outputs.
 
     Forward: ``tokens (N, L, D)`` (the patch tokens the frozen blocks see), the blocks' ``context`` (DiT: timestep
@@ -52,6 +54,9 @@ class TransformerHyperNet(nn.Module):
         num_heads: heads of the control attention.
         run_block: calls one block on ``(tokens, context)``.
         num_blocks: ``K``, capped at ``len(blocks)``.
+
+    Saving: ``save_pretrained(directory)`` writes the settings (not ``run_block``) and all weights;
+    ``from_pretrained(directory, blocks, run_block)`` rebuilds the copy from the frozen blocks and loads them.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class TransformerHyperNet(nn.Module):
         self.zero_layers = nn.ModuleList(zero_linear(hidden_dim) for _ in range(count))
         c, h, w = (int(s) for s in latent_shape)
         self.latent_shape = (c, h, w)
+        self.hidden_dim, self.patch_size, self.num_heads = hidden_dim, patch_size, num_heads
         self.control_embed = PatchEmbed(height=h, width=w, patch_size=patch_size, in_channels=c,
                                         embed_dim=hidden_dim)
         self.control_norm = nn.LayerNorm(hidden_dim)
@@ -86,6 +92,16 @@ class TransformerHyperNet(nn.Module):
     @property
     def num_blocks(self) -> int:
         return len(self.blocks)
+
+    def hypernet_config(self) -> dict[str, Any]:
+        return {"hidden_dim": self.hidden_dim, "latent_shape": list(self.latent_shape), "patch_size": self.patch_size,
+                "num_heads": self.num_heads, "num_blocks": self.num_blocks}
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, blocks: Sequence[nn.Module],
+                        run_block: BlockRunner) -> TransformerHyperNet:
+        """A fresh copy of the frozen ``blocks`` with the weights saved in ``directory`` (strict)."""
+        return cls(blocks, run_block=run_block, **cls.read_config(directory)).load_pretrained_weights(directory)
 
     def train(self, mode: bool = True) -> TransformerHyperNet:
         """Trainable, but the copied blocks stay deterministic (eval mode: no label or token dropout)."""

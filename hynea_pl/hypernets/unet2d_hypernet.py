@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
+from typing import Any
 
 import torch
 from diffusers import UNet2DModel
 from torch import Tensor, nn
 
 from hynea_pl.hypernets.control import expand_control
+from hynea_pl.hypernets.pretrained import PretrainedHyperNetMixin
 
 
 def zero_conv(in_channels: int, out_channels: int, kernel_size: int = 1) -> nn.Conv2d:
@@ -35,7 +38,7 @@ def skip_channels(unet: UNet2DModel) -> list[int]:
     return channels
 
 
-class UNet2DHyperNet(nn.Module):
+class UNet2DHyperNet(PretrainedHyperNetMixin, nn.Module):
     """ControlNet-style HyperNet for a ``UNet2DModel`` (paper section 3.2, unconditional UNet).
 
     A deep copy of the UNet's time projection / embedding, ``conv_in``, ``down_blocks`` and ``mid_block`` starts
@@ -47,6 +50,9 @@ class UNet2DHyperNet(nn.Module):
     Args:
         unet: the frozen denoiser to copy (it is not modified).
         control_channels: channels of the control; defaults to the UNet's latent channels.
+
+    Saving: ``save_pretrained(directory)`` writes the settings and all weights; ``from_pretrained(directory,
+    unet)`` rebuilds the copy from the frozen ``unet`` and loads them.
     """
 
     def __init__(self, unet: UNet2DModel, control_channels: int | None = None) -> None:
@@ -69,6 +75,14 @@ class UNet2DHyperNet(nn.Module):
         self.requires_grad_(True)
         # the sinusoidal / Fourier projection is fixed, as in the frozen UNet
         self.time_proj.requires_grad_(False)
+
+    def hypernet_config(self) -> dict[str, Any]:
+        return {"control_channels": self.control_channels}
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, unet: UNet2DModel) -> UNet2DHyperNet:
+        """A fresh copy of the frozen ``unet`` with the weights saved in ``directory`` (strict)."""
+        return cls(unet, **cls.read_config(directory)).load_pretrained_weights(directory)
 
     @property
     def zero_layers(self) -> list[nn.Module]:

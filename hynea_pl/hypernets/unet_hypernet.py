@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 from diffusers import ControlNetModel, UNet2DConditionModel
 from torch import Tensor, nn
 
 from hynea_pl.hypernets.control import expand_control
+from hynea_pl.hypernets.pretrained import PretrainedHyperNetMixin
 
 
-class UNetHyperNet(nn.Module):
+class UNetHyperNet(PretrainedHyperNetMixin, nn.Module):
     """ControlNet-style HyperNet built with ``ControlNetModel.from_unet``.
 
     The copy of ``conv_in``, the time embedding, ``down_blocks`` and ``mid_block`` starts from the UNet's
@@ -25,6 +28,9 @@ class UNetHyperNet(nn.Module):
         conditioning_channels: channels of the control; defaults to the UNet's latent channels.
         conditioning_embedding_out_channels: channels of the conditioning embedding; one entry keeps the
             control at latent resolution.
+
+    Saving: ``save_pretrained(directory)`` writes the settings and all weights; ``from_pretrained(directory,
+    unet)`` rebuilds the copy from the frozen ``unet`` and loads them.
     """
 
     def __init__(
@@ -46,6 +52,16 @@ class UNetHyperNet(nn.Module):
         self.controlnet = controlnet
         self.controlnet.requires_grad_(True)
         self.conditioning_channels = channels
+        self.conditioning_embedding_out_channels = tuple(int(c) for c in conditioning_embedding_out_channels)
+
+    def hypernet_config(self) -> dict[str, Any]:
+        return {"conditioning_channels": self.conditioning_channels,
+                "conditioning_embedding_out_channels": list(self.conditioning_embedding_out_channels)}
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path, unet: UNet2DConditionModel) -> UNetHyperNet:
+        """A fresh copy of the frozen ``unet`` with the weights saved in ``directory`` (strict)."""
+        return cls(unet, **cls.read_config(directory)).load_pretrained_weights(directory)
 
     @property
     def zero_layers(self) -> list[nn.Module]:
