@@ -283,6 +283,7 @@ def measure(setup: Setup, steps: int, variant: Variant, repeats: int, device: to
     with torch.no_grad():
         origin_output = sut(origin)
     target = sut.default_target(origin_output)
+    labels = sut.objective_labels(origin_output, target)  # fixed once from the origin, as HyNeACase does
     signal = sut.control_signal(origin_output, target)
 
     gen.num_inference_steps = steps
@@ -302,7 +303,7 @@ def measure(setup: Setup, steps: int, variant: Variant, repeats: int, device: to
 
     def forward() -> Tensor:
         images = gen(noise, setup.condition, hypernet=hypernet, control=projector(signal))
-        behaviour = sut.behaviour_loss(sut(images), target)
+        behaviour = sut.behaviour_loss(sut(images), labels, target)
         if not initial_behaviour:
             initial_behaviour.append(behaviour.detach().clamp_min(1e-8))
         return frobenius_distance(origin, images) + behaviour / initial_behaviour[0]
