@@ -19,9 +19,9 @@ from tiny_dit import (
     tiny_rgb_sut,
     tiny_rgb_vae,
 )
+from tiny_families import perturb_zero_layers as perturb
 
 from hynea_pl.generators.dit import DiTGenerator
-from hynea_pl.hypernets.transformer_hypernet import TransformerHyperNet
 from hynea_pl.methods import HyNeACase
 
 LABEL = 207
@@ -41,15 +41,6 @@ def pipeline_images(seed: int, label: int, steps: int, guidance: float) -> torch
     out = pipe(class_labels=[label], guidance_scale=guidance, generator=torch.Generator("cpu").manual_seed(seed),
                num_inference_steps=steps, output_type="pt")
     return out.images
-
-
-def perturb(hypernet: TransformerHyperNet, scale: float = 0.05, seed: int = 1) -> None:
-    """Give the zero layers (block outputs and the control path) non-zero weights, as after a few updates."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in [*hypernet.zero_layers, hypernet.control_zero]:
-            for p in layer.parameters():
-                p.copy_(scale * torch.randn(p.shape, generator=gen))
 
 
 def control_for(batch: int = 1) -> torch.Tensor:

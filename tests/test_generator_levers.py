@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 from tiny_components import IMAGE_SHAPE, NUM_CLASSES, tiny_generator, tiny_scheduler, tiny_unet, tiny_vae
+from tiny_families import perturb_zero_layers
 from torch import Tensor, nn
 
 from hynea_pl.generators import DiffusionGenerator, LatentDiffusionGenerator
@@ -29,11 +30,7 @@ def _adapted(gen: LatentDiffusionGenerator, seed: int = 0) -> tuple[UNetHyperNet
     torch.manual_seed(seed)
     hypernet = UNetHyperNet(gen.unet)
     projector = ControlProjector((NUM_CLASSES,), gen.latent_shape)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for layer in [*hypernet.zero_layers, hypernet.controlnet.controlnet_cond_embedding.conv_out]:
-            for p in layer.parameters():
-                p.copy_(1e-2 * torch.randn(p.shape, generator=g))
+    perturb_zero_layers(hypernet, scale=1e-2, seed=seed + 1)
     return hypernet, projector
 
 

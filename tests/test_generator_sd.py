@@ -14,6 +14,7 @@ from diffusers import (
     StableDiffusionPipeline,
 )
 from PIL import Image
+from tiny_families import perturb_zero_layers
 from tiny_sd import (
     IMAGE_SIZE,
     LATENT_SHAPE,
@@ -121,22 +122,13 @@ def test_fresh_hypernet_matches_controlnet_pipeline(parts, guidance):
     assert not torch.allclose(make_generator(parts, guidance_scale=guidance).sample(noise), images, atol=1e-4)
 
 
-def perturb(hypernet: nn.Module, scale: float = 1e-2) -> None:
-    """Make the zero layers non-zero (as after a few optimiser steps) so gradient reaches every trained part."""
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for layer in [*hypernet.zero_layers, hypernet.controlnet.controlnet_cond_embedding.conv_out]:
-            for p in layer.parameters():
-                p.copy_(scale * torch.randn(p.shape, generator=gen))
-
-
 @pytest.mark.parametrize("settings", [{"gradient_checkpointing": True},
                                       {"gradient_checkpointing": False, "autocast_dtype": "bfloat16", "grad_steps": 1}],
                          ids=["checkpointed", "bf16-last-step"])
 def test_gradients_reach_only_the_hypernet_and_the_control(parts, settings):
     gen = make_generator(parts, controlnet=True, **settings)
     hypernet = gen.make_hypernet()
-    perturb(hypernet)
+    perturb_zero_layers(hypernet, scale=1e-2, seed=0)  # so gradient reaches every trained part
     control = torch.randn(1, *LATENT_SHAPE, requires_grad=True)
     gen(gen.initial_noise(2), None, hypernet=hypernet, control=control).square().mean().backward()
     frozen = {"unet": parts["unet"], "vae": parts["vae"], "text_encoder": parts["text_encoder"],

@@ -10,6 +10,7 @@ import pytest
 import torch
 from diffusers import LDMPipeline
 from hub_cache import fake_hub_cache
+from tiny_families import perturb_zero_layers as perturb
 from tiny_unconditional import (
     IMAGE_SHAPE,
     LATENT_SHAPE,
@@ -32,15 +33,6 @@ STEPS = 3
 def tiny_generator(**settings) -> UNet2DGenerator:
     return UNet2DGenerator(tiny_unet2d(), tiny_vqvae(), tiny_ddim(),
                                         **{"num_inference_steps": STEPS, **settings})
-
-
-def perturb(hypernet: UNet2DHyperNet, scale: float = 0.05, seed: int = 1) -> None:
-    """Make the zero layers (and the control input) non-zero, as after a few optimiser steps."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in [*hypernet.zero_layers, hypernet.control_in]:
-            for p in layer.parameters():
-                p.copy_(scale * torch.randn(p.shape, generator=gen))
 
 
 def pipeline_images(gen: UNet2DGenerator, seed: int) -> torch.Tensor:

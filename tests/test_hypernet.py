@@ -13,6 +13,7 @@ from tiny_components import (
     tiny_unet,
     tiny_vae,
 )
+from tiny_families import perturb_zero_layers
 
 from hynea_pl.hypernets import ControlProjector, UNetHyperNet
 from hynea_pl.hypernets.control import expand_control
@@ -30,15 +31,6 @@ def _adapted(gen, seed=0):
 
 def _control(projector):
     return projector(torch.nn.functional.one_hot(torch.tensor([TARGET]), NUM_CLASSES).float())
-
-
-def _perturb_zero_layers(hypernet, scale=1e-2, seed=1):
-    """Make the zero layers non-zero (as after a few optimiser steps) so every HyperNet parameter gets gradient."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in [*hypernet.zero_layers, hypernet.controlnet.controlnet_cond_embedding.conv_out]:
-            for p in layer.parameters():
-                p.copy_(scale * torch.randn(p.shape, generator=gen))
 
 
 def _generator_state(gen):
@@ -63,7 +55,7 @@ def test_hypernet_is_a_trainable_copy_with_zero_outputs():
 def test_hypernet_residuals_match_unet_skips_and_repeat_control():
     unet = tiny_unet()
     hypernet = UNetHyperNet(unet)
-    _perturb_zero_layers(hypernet)
+    perturb_zero_layers(hypernet, scale=1e-2)
     sample = torch.randn(4, *LATENT_SHAPE)  # doubled CFG batch of 2
     states = torch.randn(4, 1, 32)
     control = torch.rand(2, *LATENT_SHAPE)
@@ -133,7 +125,7 @@ def test_checkpointing_gives_the_same_loss_and_gradients():
     for gradient_checkpointing in (True, False):
         gen = tiny_generator(gradient_checkpointing=gradient_checkpointing)
         hypernet, projector = _adapted(gen)
-        _perturb_zero_layers(hypernet)
+        perturb_zero_layers(hypernet, scale=1e-2)
         image = gen(gen.initial_noise(0), LABEL, hypernet, _control(projector))
         loss = image.mean()
         loss.backward()
@@ -196,7 +188,7 @@ def test_from_pretrained_rebuilds_from_the_frozen_unet_and_loads_the_saved_weigh
     unet = tiny_unet()
     before = {k: v.clone() for k, v in unet.state_dict().items()}
     hypernet = UNetHyperNet(unet, conditioning_embedding_out_channels=(8,))
-    _perturb_zero_layers(hypernet)
+    perturb_zero_layers(hypernet, scale=1e-2)
     hypernet.save_pretrained(tmp_path)
     loaded = UNetHyperNet.from_pretrained(tmp_path, unet)
     assert loaded.conditioning_embedding_out_channels == (8,)  # the saved settings, not the defaults

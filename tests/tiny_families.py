@@ -29,6 +29,7 @@ from hynea_pl.generators import (
     UNet2DGenerator,
     UnconditionalLDM,
 )
+from hynea_pl.hypernets import TransformerHyperNet, UNet2DHyperNet, UNetHyperNet
 
 STEPS = 3
 
@@ -79,6 +80,27 @@ LOADERS = [
 ]
 
 
+def control_zero_layer(hypernet: nn.Module) -> nn.Module:
+    """The zero-initialised layer of a HyperNet's control path (its other zero layers are ``zero_layers``)."""
+    if isinstance(hypernet, UNetHyperNet):
+        return hypernet.controlnet.controlnet_cond_embedding.conv_out
+    if isinstance(hypernet, UNet2DHyperNet):
+        return hypernet.control_in
+    if isinstance(hypernet, TransformerHyperNet):
+        return hypernet.control_zero
+    raise TypeError(f"no known control path in {type(hypernet).__name__}")
+
+
+def perturb_zero_layers(hypernet: nn.Module, scale: float = 0.05, seed: int = 1) -> None:
+    """Overwrite every zero-initialised layer (``zero_layers`` and the control path's) with seeded
+    ``scale * N(0, 1)`` values, as after a few optimiser steps: every HyperNet parameter then gets gradient."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in [*hypernet.zero_layers, control_zero_layer(hypernet)]:
+            for p in layer.parameters():
+                p.copy_(scale * torch.randn(p.shape, generator=gen))
+
+
 def perturb_hypernet(hypernet: nn.Module, scale: float = 0.05, seed: int = 1) -> None:
     """Give every parameter of the HyperNet a seeded random offset (as after some optimiser steps), so that its
     zero layers and control path are no longer zero."""
@@ -88,4 +110,4 @@ def perturb_hypernet(hypernet: nn.Module, scale: float = 0.05, seed: int = 1) ->
             p.add_(scale * torch.randn(p.shape, generator=gen).to(p.dtype))
 
 
-__all__ = ["FAMILIES", "LOADERS", "STEPS", "Family", "perturb_hypernet"]
+__all__ = ["FAMILIES", "LOADERS", "STEPS", "Family", "control_zero_layer", "perturb_hypernet", "perturb_zero_layers"]
