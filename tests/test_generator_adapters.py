@@ -95,3 +95,15 @@ def test_mismatched_saved_hypernet_is_a_one_line_error_naming_the_file(trained, 
     (other / "config.json").write_text(json.dumps({**config, "_class_name": "SomeOtherHyperNet"}))
     with pytest.raises(ValueError, match=f"holds a SomeOtherHyperNet, not a {type(hypernet).__name__}"):
         gen.load_hypernet(other)
+
+
+def test_a_channels_last_hypernet_saves_and_loads_bit_identical(tmp_path):
+    family = FAMILIES[0]
+    gen = family.build(tmp_path, channels_last=True)
+    hypernet = gen.make_hypernet().to(memory_format=torch.channels_last)  # as HyNeACase does under channels_last
+    perturb_hypernet(hypernet)
+    weight = hypernet.controlnet.conv_in.weight
+    assert weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous()
+    hypernet.save_pretrained(tmp_path / "hypernet")
+    loaded = gen.load_hypernet(tmp_path / "hypernet")
+    _assert_bit_identical(hypernet, loaded)
