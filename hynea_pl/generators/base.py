@@ -5,7 +5,7 @@ batching, gradient checkpointing of every model call, truncated back-propagation
 the autoencoder's decode/encode and the seeded initial noise. A family (class-conditional UNet, text-conditional
 UNet, unconditional UNet + VQ, DiT) only says how a condition becomes model inputs (:meth:`encode_condition`), how
 one model call runs with the HyperNet's residuals (:meth:`model_output`) and which HyperNet fits it
-(:meth:`make_hypernet`).
+(:meth:`make_hypernet` for a fresh one, :meth:`load_hypernet` for one saved with ``save_pretrained``).
 """
 
 from __future__ import annotations
