@@ -156,7 +156,13 @@ class GIFTbenchCase(PopulationSearchCase):
         self.range_samples = range_samples
         self.range_seed = range_seed
         self.diagnostics_every = diagnostics_every
-        self.method_name = f"giftbench-{config}-{factor_label(config)}"
+        self.method_name = self.display_name({"config": config})
+
+    @classmethod
+    def display_name(cls, init_args: dict) -> str:
+        """``giftbench-low-1e-4`` / ``giftbench-high-1e-3``."""
+        config = init_args.get("config", "low")
+        return f"giftbench-{config}-{factor_label(config)}"
 
     def setup_search(self) -> None:
         self.noise_low, self.noise_high = observed_noise_range(self.generator.latent_shape, self.range_samples,

@@ -150,8 +150,11 @@ class SINVADCase(PopulationSearchCase):
         self.decay = decay
         self.min_scale = min_scale
         self.reset_probability = reset_probability
-        if targeted:
-            self.method_name = "sinvad-targeted"
+        self.method_name = self.display_name({"targeted": targeted})
+
+    @classmethod
+    def display_name(cls, init_args: dict) -> str:
+        return "sinvad-targeted" if init_args.get("targeted") else "sinvad"
 
     def setup_search(self) -> None:
         self.register_buffer("origin_genome", encode_genome(self.generator, self.origin_image), persistent=False)

@@ -56,6 +56,21 @@ def test_celeba_config_runs_one_case_for_two_steps(tmp_path, no_network):
     assert len(record["origin_pred"]) == 40
 
 
+def test_evaluate_on_a_celeba_style_run_builds_no_mnist_zoo(tmp_path, monkeypatch, no_network, capsys):
+    ldm = save_tiny_checkpoint(tmp_path / "ldm")
+    weights = tiny_resnet_weights(tmp_path / "resnet.pt")
+    assert main(celeba_args(tmp_path, str(ldm), str(weights))) == 0
+    cache, torch_home = tmp_path / "empty_cache", tmp_path / "empty_torch_home"
+    monkeypatch.setenv("HYNEA_PL_CACHE", str(cache))
+    monkeypatch.setenv("TORCH_HOME", str(torch_home))
+    run = tmp_path / "runs" / "celeba"
+    assert main(["evaluate", str(run)]) == 0  # embedder "auto": the run's own config says it is no zoo run
+    assert not (cache / "zoo").exists(), "evaluate built the MNIST zoo for a CelebA run"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["task"] == "binary" and metrics["n_cases"] == 1
+    assert metrics["diversity"]["value"] is None and "resnet50" in metrics["diversity"]["unavailable"].lower()
+
+
 @pytest.mark.parametrize("which", ["generator", "sut"])
 def test_missing_checkpoint_exits_2_with_one_line_naming_it(tmp_path, capsys, no_network, which):
     ldm, weights = str(tmp_path / "no_ldm"), str(tmp_path / "no_resnet.pt")

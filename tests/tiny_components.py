@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 
-from hynea_pl.generators import ClassEmbedding, LatentDiffusionGenerator
+from hynea_pl.generators import ClassConditionalLDM, ClassEmbedding, LatentDiffusionGenerator
 from hynea_pl.suts import ClassifierSUT, Preprocess
 from hynea_pl.zoo.classifier import DigitCNN
 
@@ -156,3 +156,35 @@ class NaNAfterOriginSUT(ClassifierSUT):
         logits = super().forward(images)
         self.evaluations += 1
         return logits if torch.is_grad_enabled() is False else logits * float("nan")
+
+
+class ThirdClassSUT(ClassifierSUT):
+    """Reads the first image it sees (the origin) as class 0 with class 1 second, every later image as class 2:
+    a flip that does not reach the target (to test that ``flipped`` means the same for every method)."""
+
+    def __init__(self, model: torch.nn.Module, **kwargs: Any) -> None:
+        super().__init__(model, **kwargs)
+        self.calls = 0
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(images)
+        label, runner_up = (0, 1) if self.calls == 0 else (2, 3)
+        self.calls += 1
+        fixed = torch.zeros_like(logits)
+        fixed[:, label], fixed[:, runner_up] = 5.0, 2.0
+        return fixed + 0 * logits  # keeps the graph: HyNeA back-propagates through it
+
+
+#: Generator builds per token (FailingBuildLDM).
+BUILDS: dict[str, int] = {}
+
+
+class FailingBuildLDM(ClassConditionalLDM):
+    """The zoo LDM, whose ``fail_on``-th build (counted per ``token``) raises: the campaign builds the shared
+    components once, then every case's own, so ``fail_on: 2`` fails the first case's build only."""
+
+    def __init__(self, token: str = "", fail_on: int = 2, **kwargs: Any) -> None:
+        BUILDS[token] = BUILDS.get(token, 0) + 1
+        if BUILDS[token] == fail_on:
+            raise RuntimeError(f"generator build {fail_on} failed on purpose")
+        super().__init__(**kwargs)

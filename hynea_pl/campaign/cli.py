@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Any
 
 import lightning as L
+from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
@@ -64,17 +66,20 @@ class CampaignCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Build the shared objects once (generator, SUT, a first model) to fail early on a bad config;
         per-case objects are built by :func:`run_campaign`."""
+        check_method(self.config)
         self.config_init = self.parser.instantiate_classes(self.config)
         self.model = self.config_init.model
-        check_method(self.model)
 
 
-def check_method(model: L.LightningModule) -> None:
-    """Refuse, before any case runs, a model that is no test-case module or a method x task pair not implemented."""
-    if not isinstance(model, TestCaseModule):
-        raise TypeError(f"model {type(model).__name__} is not a hynea_pl.methods.TestCaseModule; a method's test case "
-                        "must subclass it (it is the protocol the campaign runs)")
-    type(model).check_task(model.sut.task, model.method_name)
+def check_method(config: Any) -> None:
+    """Refuse from the parsed config alone, before any model is loaded, a ``model`` that is no test-case module
+    and a method x task pair the method does not implement (e.g. GIFTbench on a detection SUT)."""
+    method, sut = import_object(config.model.class_path), import_object(config.sut.class_path)
+    if not (isinstance(method, type) and issubclass(method, TestCaseModule)):
+        raise TypeError(f"model {config.model.class_path} is not a hynea_pl.methods.TestCaseModule; a method's test "
+                        "case must subclass it (it is the protocol the campaign runs)")
+    init_args = config.model.get("init_args") or {}
+    method.check_task(sut.task, method.display_name(dict(init_args)))
 
 
 def quiet_lightning_info() -> None:

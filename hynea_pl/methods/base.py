@@ -63,6 +63,11 @@ class TestCaseModule(L.LightningModule):
     sut: SUT
 
     @classmethod
+    def display_name(cls, init_args: dict[str, Any]) -> str:
+        """The method name a module built with ``init_args`` will carry (before building it)."""
+        return cls.method_name
+
+    @classmethod
     def check_task(cls, task: str, name: str | None = None) -> None:
         """Raise :class:`UnsupportedTaskError` (one line) when the method does not implement ``task``."""
         if task not in cls.supported_tasks:

@@ -1,0 +1,45 @@
+"""Replayable failures: a flipped HyNeA case's adapter is saved beside its record, and ``replay`` regenerates the
+result image from it and the seed."""
+
+from __future__ import annotations
+
+import pytest
+from test_cli import tiny_args
+
+from hynea_pl.cli import main
+from hynea_pl.schema import read_records
+
+
+def replay_args(root, name, *extra):
+    args = tiny_args(root, name, "--model.init_args.save_adapters", "true", "--model.init_args.lr_min", "1e-2",
+                     "--model.init_args.lr_max", "1e-1", "--trainer.max_steps", "12", "--budget.max_evals", "12",
+                     *extra)
+    return args
+
+
+@pytest.mark.slow
+def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tmp_path, capsys):
+    assert main(replay_args(tmp_path, "r")) == 0
+    run = tmp_path / "r"
+    records = read_records(run / "records.jsonl")
+    flipped = [r for r in records if r.flipped]
+    assert flipped, "the tiny run must flip at least one case for this test"
+    for record in records:  # only flipped cases carry an adapter
+        assert (record.adapter is not None) == record.flipped
+    record = flipped[0]
+    folder = run / record.adapter
+    assert (folder / "hypernet" / "config.json").is_file() and (folder / "projector" / "config.json").is_file()
+    capsys.readouterr()
+    assert main(["replay", str(run), record.case_id]) == 0
+    out = capsys.readouterr().out
+    assert f"SUT label {record.result_label} (recorded {record.result_label}): match" in out
+
+
+def test_replay_names_a_case_without_adapter(tiny_zoo, tmp_path, capsys):
+    assert main(tiny_args(tmp_path, "plain")) == 0
+    capsys.readouterr()
+    assert main(["replay", str(tmp_path / "plain"), "c1-0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no saved adapter" in err and "save_adapters" in err
+    assert main(["replay", str(tmp_path / "plain"), "c9-9"]) == 2
+    assert "no case 'c9-9'" in capsys.readouterr().err
