@@ -28,6 +28,13 @@ SCHEMA_VERSION = 2
 
 Task = Literal["multiclass", "binary", "detection"]
 
+#: The validity oracle's verdict on a case (a judge that never steered the search):
+#: ``valid_failure``: the SUT flipped and the oracle still reads the origin's class (a real fault of the SUT);
+#: ``semantic_change``: the SUT flipped and the oracle reads the SUT's new label (the image really changed class);
+#: ``ambiguous``: the SUT flipped and the oracle reads a third class (degraded or ambiguous image);
+#: ``no_flip``: the SUT's decision did not leave the origin's.
+Verdict = Literal["valid_failure", "semantic_change", "ambiguous", "no_flip"]
+
 
 class RecordError(ValueError):
     """A record that does not match :class:`CaseRecord` (one line: file, line, field, problem)."""
@@ -56,6 +63,11 @@ class CaseRecord(BaseModel):
     flipped: bool = Field(False, description="the SUT's decision left the origin's (see the module docstring)")
     target_reached: bool = Field(False, description="the result reached the target")
     confidence_reduction: float | None = Field(None, description="detection: paper eq. 15 on the result")
+    # --- the validity oracle (independent judges, never the model that steered the search) -------------------------
+    oracle_origin_label: int | None = Field(None, description="the judges' decision on the origin")
+    oracle_result_label: int | None = Field(None, description="the judges' decision on the result")
+    oracle_result_confidence: float | None = Field(None, description="the judges' probability of that decision")
+    verdict: Verdict | None = Field(None, description="valid_failure / semantic_change / ambiguous / no_flip")
     # --- cost ------------------------------------------------------------------------------------------------
     sut_evals: int = Field(0, description="SUT evaluations of images not scored before in this case")
     steps: int = Field(0, description="optimisation steps (HyNeA) or generations (population searches)")
@@ -126,4 +138,4 @@ def write_records(path: Path | str, records: Iterable[CaseRecord]) -> None:
     Path(path).write_text("".join(record.to_json() + "\n" for record in records), encoding="utf-8")
 
 
-__all__ = ["SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "parse_record", "read_records", "write_records"]
+__all__ = ["SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "Verdict", "parse_record", "read_records", "write_records"]
