@@ -114,7 +114,7 @@ class PopulationSearchCase(TestCaseModule):
         chunk_size: int | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["generator", "sut"])  # also collects the subclass's init args
+        self.save_hyperparameters(ignore=["generator", "sut", "reference"])  # also collects the subclass's init args
         if not 1 <= survivors <= population_size:
             raise ValueError(f"survivors ({survivors}) must be in [1, population_size={population_size}]")
         self.automatic_optimization = False
@@ -124,7 +124,10 @@ class PopulationSearchCase(TestCaseModule):
         self.survivors = survivors
         self.search_seed = seed if search_seed is None else search_seed
         self.chunk_size = chunk_size
+        self.reference: SUT | None = None  # a second model scored on every fresh image (e.g. SINVAD's N')
         self._scores: dict[bytes, Tensor] = {}  # genome digest -> SUT output (this case's images already scored)
+        self._reference_scores: dict[bytes, Tensor] = {}  # the same for a reference model (differential testing)
+        self.reference_outputs: Tensor | None = None  # the reference on the generation evaluated last
         self.population: Tensor | None = None  # the generation evaluated last
         self.fitness_values: Tensor | None = None  # its fitness (P,)
         self.best_fitness = math.inf  # best fitness seen so far
@@ -237,9 +240,14 @@ class PopulationSearchCase(TestCaseModule):
             imgs = self.render(genomes[idx])
             for i, output in zip(idx, self.sut(imgs), strict=True):
                 self._scores[keys[i]] = output
+            if self.reference is not None:  # not a SUT evaluation
+                for i, output in zip(idx, self.reference(imgs), strict=True):
+                    self._reference_scores[keys[i]] = output
             images.append(imgs)
             self.sut_evals += len(idx)
         outputs = torch.stack([self._scores[key] for key in keys])
+        if self.reference is not None:
+            self.reference_outputs = torch.stack([self._reference_scores[key] for key in keys])
         fresh = torch.zeros(len(keys), dtype=torch.bool, device=outputs.device)
         fresh[fresh_index] = True
         return outputs, fresh, (torch.cat(images) if images else genomes.new_zeros(0))

@@ -64,12 +64,13 @@ def search_fitness(found: Tensor, distance: Tensor) -> Tensor:
     return torch.where(found, distance, torch.full_like(distance, INFINITE_FITNESS))
 
 
-def differential_fitness(predictions: Tensor, probs: Tensor, reference_probs: Tensor, reference_label: int,
+def differential_fitness(found: Tensor, probs: Tensor, reference_probs: Tensor, reference_label: int,
                          distance: Tensor) -> Tensor:
-    """Eq. 3 (differential testing of N against N'): infinite while N predicts N''s label of the origin
-    ``c = N'(i0)``, else ``m * L1`` with ``m = 2 + N_p(i)[c] - N'_p(i)[c]``."""
+    """Eq. 3 (differential testing of N against N'): ``m * L1`` with ``m = 2 + N_p(i)[c] - N'_p(i)[c]`` and
+    ``c = N'(i0)``, infinite until ``found``. Eq. 3 is finite as soon as N leaves ``c``; here ``found`` also asks
+    N' to keep ``c`` (see :meth:`SINVADCase.is_found`), so every input found is a disagreement of the two."""
     m = 2 + probs[:, reference_label] - reference_probs[:, reference_label]
-    return torch.where(predictions == reference_label, torch.full_like(distance, INFINITE_FITNESS), m * distance)
+    return torch.where(found, m * distance, torch.full_like(distance, INFINITE_FITNESS))
 
 
 def flat_crossover(mother: Tensor, father: Tensor, point: int) -> Tensor:
@@ -113,6 +114,9 @@ class SINVADCase(PopulationSearchCase):
         generator, sut, origin_class, seed, target, population_size, survivors, search_seed, chunk_size: see
             :class:`baselines.search.PopulationSearchCase`.
         targeted: eq. 4 (flip = the prediction is ``target``) instead of eq. 1 (flip = the prediction changed).
+        reference: differential testing (eq. 3): a second multiclass model N'; an individual is found when the SUT
+            leaves N''s reading of the origin while N' keeps it (the two disagree). Its evaluations are not SUT
+            evaluations.
         initial_spread: std of the initial population around the origin encoding.
         mutation_scale: initial (and reset) mutation scale.
         decay: factor on the mutation scale when the best fitness stagnates.
@@ -130,6 +134,7 @@ class SINVADCase(PopulationSearchCase):
         seed: int = 0,
         target: int | None = None,
         targeted: bool = False,
+        reference: SUT | None = None,
         population_size: int = 50,
         survivors: int = 20,
         initial_spread: float = 0.7,
@@ -143,21 +148,29 @@ class SINVADCase(PopulationSearchCase):
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
                          population_size=population_size, survivors=survivors, search_seed=search_seed,
                          chunk_size=chunk_size)
+        if targeted and reference is not None:
+            raise ValueError("SINVAD is either targeted (eq. 4) or differential (eq. 3, reference), not both")
         self.targeted = targeted
+        self.reference = reference
         self.initial_spread = initial_spread
         self.base_scale = mutation_scale
         self.scale = mutation_scale
         self.decay = decay
         self.min_scale = min_scale
         self.reset_probability = reset_probability
-        self.method_name = self.display_name({"targeted": targeted})
+        self.method_name = self.display_name({"targeted": targeted, "reference": reference})
 
     @classmethod
     def display_name(cls, init_args: dict) -> str:
+        if init_args.get("reference") is not None:
+            return "sinvad-differential"
         return "sinvad-targeted" if init_args.get("targeted") else "sinvad"
 
     def setup_search(self) -> None:
         self.register_buffer("origin_genome", encode_genome(self.generator, self.origin_image), persistent=False)
+        if self.reference is not None:
+            self.reference.to(self.origin_image.device)
+            self.reference_label = int(self.reference.prediction(self.reference(self.origin_image))[0])
 
     def initial_population(self) -> Tensor:
         return initial_population(self.origin_genome, self.population_size, self.initial_spread, self.rng)
@@ -166,14 +179,22 @@ class SINVADCase(PopulationSearchCase):
         return decode_genome(self.generator, genomes)
 
     def is_found(self, outputs: Tensor) -> Tensor:
-        """Untargeted: the SUT's decision flipped (eq. 1); targeted: it reached the target (eq. 4)."""
+        """Untargeted: the SUT's decision flipped (eq. 1); targeted: it reached the target (eq. 4); differential:
+        the SUT left the reference's reading of the origin while the reference keeps it (eq. 3)."""
         if self.targeted:
             return self.sut.reaches_target(outputs, self.origin_output, self.target)
+        if self.reference is not None:
+            label = self.reference_label
+            return (self.sut.prediction(outputs) != label) & (self.reference.prediction(self.reference_outputs) == label)
         return self.sut.is_flipped(outputs, self.origin_output, self.target)
 
     def fitness(self, genomes: Tensor, outputs: Tensor, found: Tensor) -> Tensor:
-        """Infinite until ``found`` (eq. 1 / eq. 4), else the L1 distance to the origin encoding."""
-        return search_fitness(found, l1_distance(genomes.float(), self.origin_genome.float()))
+        """Infinite until ``found`` (eq. 1 / 3 / 4), else the L1 distance to the origin encoding (eq. 3: times m)."""
+        distance = l1_distance(genomes.float(), self.origin_genome.float())
+        if self.reference is not None:
+            return differential_fitness(found, outputs.float().softmax(-1), self.reference_outputs.float().softmax(-1),
+                                        self.reference_label, distance)
+        return search_fitness(found, distance)
 
     def next_generation(self, survivors: Tensor, improved: bool) -> Tensor:
         self.scale = update_scale(self.scale, self.base_scale, improved, self.decay)

@@ -146,7 +146,8 @@ def test_sinvad_fitness_signs_untargeted_targeted_and_differential():
     assert sv.search_fitness(predictions == 7, distance).tolist() == [inf, inf, inf, 4.0]  # eq. 4: target 7
     probs = torch.tensor([[0.9, 0.1], [0.3, 0.7]])
     reference = torch.tensor([[0.8, 0.2], [0.6, 0.4]])
-    fitness = sv.differential_fitness(torch.tensor([0, 1]), probs, reference, 0, torch.tensor([1.0, 2.0]))
+    found = torch.tensor([False, True])  # N' keeps class 0 on both; N left it only on the second
+    fitness = sv.differential_fitness(found, probs, reference, 0, torch.tensor([1.0, 2.0]))
     assert fitness.tolist() == pytest.approx([inf, (2 + 0.3 - 0.6) * 2.0])
 
 

@@ -40,6 +40,15 @@ class HyNeACase(TestCaseModule):
         pct_start: fraction of the cycle spent increasing the learning rate.
         weight_decay: AdamW weight decay.
         normalize_behaviour: divide the behaviour term by its first-step value (as the authors did).
+        reference: a second model of the SUT's task that must keep the origin's decision: the steering member of
+            the validity oracle, or a second SUT for differential testing. Its evaluations are not SUT
+            evaluations. It must never be the campaign's ``oracle`` (the judge), which the campaign checks.
+        reference_weight: weight of the reference's preservation loss (``SUT.keep_loss``: cross entropy to the
+            reference's reading of the origin) added to the loss; 0: the reference only enters the stop rule.
+        stop_on: ``"target"`` (the paper: the SUT predicts the target) or ``"flip"`` (its decision left the
+            origin's).
+        reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
+            decision (the SUT and the reference disagree); the first such image is the result.
         save_adapters: keep the HyperNet and projector weights that produced the result, so the campaign saves
             them beside a flipped case's record (``python -m hynea_pl replay`` regenerates the image from them).
             Costs one copy of the trainable weights whenever the kept result changes.
@@ -64,12 +73,19 @@ class HyNeACase(TestCaseModule):
         pct_start: float = 0.3,
         weight_decay: float = 1e-2,
         normalize_behaviour: bool = True,
+        reference: SUT | None = None,
+        reference_weight: float = 0.0,
+        stop_on: str = "target",
+        reference_stop: bool = True,
         save_adapters: bool = False,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["generator", "sut"])
+        if stop_on not in ("target", "flip"):
+            raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
+        self.save_hyperparameters(ignore=["generator", "sut", "reference"])
         self.generator = generator
         self.sut = sut
+        self.reference = reference
         self.hypernet = generator.make_hypernet()
         if getattr(generator, "channels_last", False):  # the trainable copy follows the frozen model's layout
             self.hypernet.to(memory_format=torch.channels_last)
@@ -87,6 +103,9 @@ class HyNeACase(TestCaseModule):
         register_origin(self, hp.seed, hp.origin_class, hp.target)
         device = self.origin_image.device
         self.register_buffer("control", self.sut.control_signal(self.origin_output, self.target), persistent=False)
+        if self.reference is not None:
+            self.reference.to(device)
+            self.register_buffer("reference_origin_output", self.reference(self.origin_image), persistent=False)
         self.projector = ControlProjector(self.control.shape[1:], self.generator.latent_shape).to(device)
 
     def train_dataloader(self) -> DataLoader:
@@ -114,6 +133,7 @@ class HyNeACase(TestCaseModule):
         return self.generator(self.noise, self.hparams.origin_class, hypernet=self.hypernet, control=control)
 
     def training_step(self, batch: int, batch_idx: int) -> dict:
+        hp = self.hparams
         images = self.generate()
         output = self.sut(images)
         self.sut_evals += images.shape[0]
@@ -126,11 +146,22 @@ class HyNeACase(TestCaseModule):
         else:
             behaviour_term = behaviour
         loss = distance + behaviour_term
+        logged = {"distance": distance, "behaviour": behaviour}
+        test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
+        found = bool(test(output, self.origin_output, self.target).all())
+        if self.reference is not None:
+            reference_output = self.reference(images)
+            if hp.reference_weight:
+                keep = self.reference.keep_loss(reference_output, self.reference_origin_output)
+                loss = loss + hp.reference_weight * keep
+                logged["keep"] = keep
+            kept = not bool(self.reference.is_flipped(reference_output.detach(), self.reference_origin_output,
+                                                      self.target).any())
+            found = found and (kept or not hp.reference_stop)
+            logged["reference_kept"] = float(kept)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {self.global_step + 1}")
-        found = bool(self.sut.reaches_target(output, self.origin_output, self.target).all())
-        self.log_dict({"loss": loss, "distance": distance, "behaviour": behaviour, "found": float(found)},
-                      prog_bar=True, on_step=True, on_epoch=False)
+        self.log_dict({"loss": loss, **logged, "found": float(found)}, prog_bar=True, on_step=True, on_epoch=False)
         self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), found)
         return {"loss": loss, "found": found}
 
@@ -146,6 +177,15 @@ class HyNeACase(TestCaseModule):
             if self.hparams.save_adapters:  # the weights that made this image (the optimiser steps after it)
                 self._result_weights = {name: {k: v.detach().clone() for k, v in module.state_dict().items()}
                                         for name, module in (("hypernet", self.hypernet), ("projector", self.projector))}
+
+    def record_diagnostics(self) -> dict:
+        """With a reference: its decision on the origin and on the result (differential testing)."""
+        if self.reference is None or self.result.output is None or not self.has_origin:
+            return {}
+        with torch.no_grad():
+            result_output = self.reference(self.result.image.to(self.origin_image.device))
+        return {"reference_origin_label": int(self.reference.prediction(self.reference_origin_output)[0]),
+                "reference_result_label": int(self.reference.prediction(result_output)[0])}
 
     # ------------------------------------------------------------------ replay
     def save_adapter(self, directory: Path) -> bool:

@@ -126,3 +126,8 @@ class SUT(nn.Module):
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
         """``(B,)`` bool: the origin is a test case of ``condition`` (paper 4.5)."""
         raise NotImplementedError
+
+    def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
+        """Scalar loss that is low while ``output`` keeps the origin's decisions (a reference model's
+        preservation term: fail the SUT while the reference keeps the label)."""
+        raise NotImplementedError(f"{type(self).__name__} ({self.task}) has no preservation loss")

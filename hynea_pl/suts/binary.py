@@ -93,6 +93,11 @@ class BinaryAttributeSUT(SUT):
         index = target.to(output.device).long().view(-1, 1)
         return F.binary_cross_entropy_with_logits(output.gather(1, index), labels.gather(1, index))
 
+    def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
+        """BCE with logits of ``output (B, K)`` toward the origin's own decisions (nothing inverted)."""
+        signs = (origin_output.to(output.device) > 0).to(output.dtype).expand_as(output)
+        return F.binary_cross_entropy_with_logits(output, signs)
+
     def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``(B,)`` bool: the tested attribute's logit sign differs from the origin's (paper eq. 10)."""
         if origin_output.shape[-1] != output.shape[-1] or origin_output.shape[0] not in (1, output.shape[0]):

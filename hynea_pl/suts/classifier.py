@@ -40,6 +40,10 @@ class ClassifierSUT(SUT):
         """``(B,)`` bool: the predicted class is the target class."""
         return output.argmax(-1) == target.to(output.device)
 
+    def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
+        """Cross entropy of ``output (B, K)`` to the origin's predicted class."""
+        return F.cross_entropy(output, origin_output.to(output.device).argmax(-1))
+
     def control_signal(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """One-hot of the target class ``(B, K)``."""
         return F.one_hot(target, origin_output.shape[-1]).to(origin_output.dtype)
