@@ -9,6 +9,8 @@ functional twins in :mod:`hynea_pl.metrics.functional`.
   :class:`FirstFlipPsi`, :class:`PredictionVariability`, :class:`ClassEscapeMatrix`.
 - Human study: :class:`FleissKappa`, :class:`WilcoxonSignedRank`, :class:`CohensD`.
 - Weights: :class:`MetricUnavailable`, :func:`unavailable_entry`, :func:`metric_entry`.
+- Realism against real images: :class:`Realism`, :func:`realism_scores` (FID / KID / PRDC on chosen features),
+  :func:`realism_features`, :func:`mnist_reference`, :func:`run_realism`.
 - Re-scoring a run folder: :func:`evaluate_run`.
 """
 
@@ -24,6 +26,7 @@ from hynea_pl.metrics.image import (
     ScreeningGate,
     frechet_distance,
 )
+from hynea_pl.metrics.realism import Realism, mnist_reference, realism_features, realism_scores, run_realism
 from hynea_pl.metrics.rescore import evaluate_run
 from hynea_pl.metrics.search import (
     ClassEscapeMatrix,
@@ -74,6 +77,7 @@ __all__ = [
     "MulticlassMisclassificationRate",
     "PairwiseLPIPSDiversity",
     "PredictionVariability",
+    "Realism",
     "ResNetEmbedder",
     "Runtime",
     "SUTEvaluations",
@@ -86,9 +90,13 @@ __all__ = [
     "evaluate_run",
     "frechet_distance",
     "metric_entry",
+    "mnist_reference",
     "ms_ssim",
+    "realism_features",
+    "realism_scores",
     "resnet50_embedder",
     "resolve_checkpoint",
+    "run_realism",
     "select_ms_ssim_config",
     "unavailable_entry",
 ]

@@ -1,0 +1,246 @@
+"""Realism of generated test inputs: FID, KID and precision / recall / density / coverage against real images.
+
+Features come from any module ``images (B, C, H, W) in [0, 1] -> (B, D)``: the zoo embedder for MNIST
+(:func:`realism_features` ``("zoo:full")``) or torchvision Inception-v3 from a local weights file
+(``"inception"``; :class:`MetricUnavailable` when missing). Images are embedded once; the features then go to
+torchmetrics' :class:`~torchmetrics.image.fid.FrechetInceptionDistance` and
+:class:`~torchmetrics.image.kid.KernelInceptionDistance` (through an identity feature module, float64) and to
+the ``prdc`` package (Naeem et al. 2020) when installed.
+
+FID with few images (a campaign's 10-100 cases) is biased upwards and its covariances are rank-deficient: compare
+FIDs only at equal set sizes; KID is unbiased and the better number for small sets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torchmetrics import Metric
+from torchmetrics.image.fid import FrechetInceptionDistance as _TMFID
+from torchmetrics.image.kid import KernelInceptionDistance as _TMKID
+from torchmetrics.utilities import dim_zero_cat
+
+from hynea_pl.metrics.backbones import InceptionFeatures
+from hynea_pl.metrics.embedding import embed
+from hynea_pl.metrics.weights import MetricUnavailable, unavailable_entry
+
+__all__ = ["Realism", "mnist_reference", "realism_features", "realism_from_features", "realism_scores", "run_realism"]
+
+#: KID subset size when not given: min(KID_SUBSET_SIZE, n_images, n_reference).
+KID_SUBSET_SIZE = 50
+#: k of the k-nearest-neighbour balls of precision / recall / density / coverage (the prdc authors' default).
+PRDC_NEAREST_K = 5
+PRDC_KEYS = ("precision", "recall", "density", "coverage")
+
+
+class _GivenFeatures(nn.Module):
+    """Identity feature module for torchmetrics: ``(B, D)`` features -> the same, as float64."""
+
+    def __init__(self, num_features: int) -> None:
+        super().__init__()
+        self.num_features = int(num_features)
+
+    def forward(self, features: Tensor) -> Tensor:
+        return features.double()
+
+
+def feature_name(features: nn.Module) -> str:
+    """The name a features module reports in the output: its ``realism_name`` attribute or its class name."""
+    return str(getattr(features, "realism_name", None) or type(features).__name__)
+
+
+def _prdc(reference: Tensor, images: Tensor, nearest_k: int) -> dict[str, Any]:
+    try:
+        from prdc import compute_prdc
+    except ImportError:
+        return {k: unavailable_entry("the prdc package is not installed") for k in PRDC_KEYS}
+    n = min(images.shape[0], reference.shape[0])
+    if n < nearest_k + 2:
+        return {k: unavailable_entry(f"needs >= {nearest_k + 2} images per set for k={nearest_k}, got {n}")
+                for k in PRDC_KEYS}
+    with contextlib.redirect_stdout(io.StringIO()):  # compute_prdc prints the set sizes
+        values = compute_prdc(reference.double().cpu().numpy(), images.double().cpu().numpy(), nearest_k)
+    return {k: float(values[k]) for k in PRDC_KEYS}
+
+
+def realism_from_features(
+    images: Tensor,
+    reference: Tensor,
+    name: str = "given",
+    kid_subset_size: int | None = None,
+    kid_subsets: int = 100,
+    nearest_k: int = PRDC_NEAREST_K,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Scores of features ``images (N, D)`` against ``reference (M, D)`` (see :func:`realism_scores`)."""
+    images, reference = images.detach().double(), reference.detach().double().to(images.device)
+    n, m = images.shape[0], reference.shape[0]
+    if images.dim() != 2 or reference.dim() != 2 or images.shape[1] != reference.shape[1]:
+        raise ValueError(f"expected (N, D) and (M, D) features, got {tuple(images.shape)} and {tuple(reference.shape)}")
+    if min(n, m) < 2:
+        raise ValueError(f"realism needs >= 2 images in each set, got {n} images and {m} reference images")
+    subset = kid_subset_size if kid_subset_size is not None else min(KID_SUBSET_SIZE, n, m)
+    identity = _GivenFeatures(images.shape[1])
+    fid = _TMFID(feature=identity).to(images.device)
+    fid.update(reference, real=True)
+    fid.update(images, real=False)
+    with warnings.catch_warnings():  # torchmetrics warns that KID keeps all features (here: N + M vectors)
+        warnings.filterwarnings("ignore", message=".*Kernel Inception Distance.*")
+        kid = _TMKID(feature=identity, subsets=kid_subsets, subset_size=subset).to(images.device)
+    kid.update(reference, real=True)
+    kid.update(images, real=False)
+    with torch.random.fork_rng(devices=[]):  # KID draws its subsets from the global RNG: seed it, leave it as it was
+        torch.manual_seed(seed)
+        kid_mean, kid_std = kid.compute()
+    return {
+        "fid": float(fid.compute()),
+        "kid_mean": float(kid_mean),
+        "kid_std": float(kid_std),
+        "kid_subset_size": subset,
+        "kid_subsets": kid_subsets,
+        **_prdc(reference, images, nearest_k),
+        "prdc_nearest_k": nearest_k,
+        "n_images": n,
+        "n_reference": m,
+        "features": name,
+    }
+
+
+def realism_scores(
+    images: Tensor,
+    reference: Tensor,
+    features: nn.Module,
+    kid_subset_size: int | None = None,
+    kid_subsets: int = 100,
+    nearest_k: int = PRDC_NEAREST_K,
+    batch_size: int = 64,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """FID, KID and precision / recall / density / coverage of ``images (N, C, H, W)`` against real
+    ``reference (M, C, H, W)`` images (both in [0, 1]), in the space of ``features`` (images -> (B, D)).
+
+    Returns ``{"fid", "kid_mean", "kid_std", "kid_subset_size", "kid_subsets", "precision", "recall", "density",
+    "coverage", "prdc_nearest_k", "n_images", "n_reference", "features"}``; the KID subset size defaults to
+    min(50, N, M); the prdc entries are ``{"value": None, "unavailable": reason}`` without the ``prdc`` package or
+    with fewer than ``nearest_k + 2`` images. ValueError with fewer than 2 images in a set.
+    """
+    device = next(iter(features.parameters()), images).device
+    with torch.no_grad():
+        feats = embed(features, images.to(device), batch_size)
+        ref = embed(features, reference.to(device), batch_size)
+    return realism_from_features(feats, ref, feature_name(features), kid_subset_size, kid_subsets, nearest_k, seed)
+
+
+class Realism(Metric):
+    """Realism scores as a Metric: ``update(images (B, C, H, W) in [0, 1], real: bool)``; ``compute()`` -> the
+    dict of :func:`realism_scores`. Features are kept (``cat`` states, gathered across processes).
+
+    Args:
+        features: module images -> (B, D).
+        reset_real_features: also clear the reference features on ``reset()`` (False keeps the reference set).
+    """
+
+    is_differentiable = False
+    higher_is_better = None
+    full_state_update = False
+
+    def __init__(self, features: nn.Module, kid_subset_size: int | None = None, kid_subsets: int = 100,
+                 nearest_k: int = PRDC_NEAREST_K, reset_real_features: bool = True, seed: int = 0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.features = features
+        self.kid_subset_size, self.kid_subsets = kid_subset_size, kid_subsets
+        self.nearest_k, self.seed = nearest_k, seed
+        self.reset_real_features = reset_real_features
+        self.add_state("real_features", default=[], dist_reduce_fx="cat")
+        self.add_state("fake_features", default=[], dist_reduce_fx="cat")
+
+    def update(self, images: Tensor, real: bool) -> None:
+        with torch.no_grad():
+            feats = torch.as_tensor(self.features(images)).detach().double().reshape(images.shape[0], -1)
+        (self.real_features if real else self.fake_features).append(feats)
+
+    def compute(self) -> dict[str, Any]:
+        if not self.real_features or not self.fake_features:
+            raise ValueError("Realism needs both real (reference) and generated images before compute()")
+        return realism_from_features(dim_zero_cat(self.fake_features), dim_zero_cat(self.real_features),
+                                     feature_name(self.features), self.kid_subset_size, self.kid_subsets,
+                                     self.nearest_k, self.seed)
+
+    def reset(self) -> None:
+        kept = None
+        if not self.reset_real_features:
+            real = self.real_features
+            kept = list(real) if isinstance(real, list) else real.clone()
+        super().reset()
+        if kept is not None:
+            self.real_features = kept
+
+
+def realism_features(name: str = "inception", weights_path: str | Path | None = None) -> nn.Module:
+    """A named features module: ``"inception"`` (torchvision Inception-v3 pool features, 2048-d, from
+    ``weights_path`` or the torch hub cache; :class:`MetricUnavailable` when missing) or ``"zoo:<profile>"``
+    (the zoo's embedder, penultimate features; builds the zoo on first use)."""
+    if name == "inception":
+        module: nn.Module = InceptionFeatures(weights_path)
+        module.realism_name = "inception_v3"
+        return module
+    if name.startswith("zoo:"):
+        from hynea_pl.zoo import load_zoo
+
+        profile = name.removeprefix("zoo:")
+        module = load_zoo(profile).embedder()
+        module.realism_name = f"zoo:{profile}/embedder"
+        return module
+    raise ValueError(f"unknown realism features {name!r}: use 'inception' or 'zoo:<profile>'")
+
+
+def mnist_reference(profile: str = "full") -> Tensor:
+    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on."""
+    from hynea_pl.zoo import get_profile
+    from hynea_pl.zoo.data import load_digits
+
+    data = get_profile(profile).data
+    return load_digits(data.n_test, data.split_seed, data.n_train).test_images
+
+
+def _stack(run_dir: Path, paths: Sequence[str]) -> Tensor:
+    from hynea_pl.images import load_image
+
+    images = [load_image(run_dir / p) for p in paths]
+    if len({tuple(i.shape) for i in images}) > 1:
+        raise MetricUnavailable("the run's images differ in size")
+    return torch.stack(images)
+
+
+def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module | str, reference: Tensor | None,
+                batch_size: int = 64, **options: Any) -> dict[str, Any]:
+    """Realism of a run folder's result images and, as the generator's baseline, of its origins:
+    ``{"results": scores, "origins": scores}`` (scores of :func:`realism_scores`; ``options`` go to it), over the
+    cases that ran and have both images. ``features``: a module or a :func:`realism_features` name. Missing
+    weights, no reference, too few cases or unreadable images give ``unavailable_entry`` values instead."""
+    run_dir = Path(run_dir)
+    cases = [r for r in records if r.is_case and r.ok and r.origin_image and r.result_image]
+    try:
+        if reference is None:
+            raise MetricUnavailable("no reference images configured for realism")
+        if len(cases) < 2:
+            raise MetricUnavailable(f"realism needs >= 2 cases with images, the run has {len(cases)}")
+        if isinstance(features, str):
+            features = realism_features(features)
+        device = next(iter(features.parameters()), reference).device
+        ref = embed(features, reference.to(device), batch_size)
+        out = {}
+        for key, attr in (("results", "result_image"), ("origins", "origin_image")):
+            feats = embed(features, _stack(run_dir, [getattr(r, attr) for r in cases]).to(device), batch_size)
+            out[key] = realism_from_features(feats, ref, feature_name(features), **options)
+        return out
+    except (MetricUnavailable, OSError) as exc:
+        return {"results": unavailable_entry(exc), "origins": unavailable_entry(exc)}
