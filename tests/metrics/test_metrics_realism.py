@@ -35,7 +35,6 @@ def test_fid_of_a_set_against_itself_is_zero():
     scores = realism_scores(x, x, nn.Flatten())
     assert set(scores) == KEYS
     assert abs(scores["fid"]) < 1e-8
-    assert scores["precision"] == scores["recall"] == scores["coverage"] == 1.0
 
 
 def test_fid_matches_the_scipy_formula_on_known_features():
@@ -59,7 +58,7 @@ def test_kid_is_about_zero_for_one_distribution_and_positive_for_shifted_sets():
     shifted = realism_scores(points(300, 4, shift=1.5), reference, nn.Flatten())
     assert shifted["kid_mean"] > 10 * shifted["kid_std"] / np.sqrt(100)
     assert abs(same["kid_mean"]) < 0.05 * shifted["kid_mean"]
-    assert shifted["fid"] > same["fid"] and shifted["precision"] < same["precision"]
+    assert shifted["fid"] > same["fid"]
     assert same["kid_subset_size"] == 50 and same["kid_subsets"] == 100
     again = realism_scores(points(300, 4, shift=1.5), reference, nn.Flatten())
     assert again["kid_mean"] == shifted["kid_mean"]  # subsets drawn from a fixed seed
@@ -68,10 +67,29 @@ def test_kid_is_about_zero_for_one_distribution_and_positive_for_shifted_sets():
 def test_small_sets_state_their_subset_size_and_unavailable_prdc():
     scores = realism_scores(points(4, 5), points(30, 6), nn.Flatten())
     assert scores["kid_subset_size"] == 4 and scores["n_images"] == 4
-    assert scores["precision"]["value"] is None and "needs >= 7 images" in scores["precision"]["unavailable"]
     assert realism_scores(points(40, 5), points(30, 6), nn.Flatten(), kid_subset_size=20)["kid_subset_size"] == 20
     with pytest.raises(ValueError, match=">= 2 images"):
         realism_scores(points(1, 5), points(30, 6), nn.Flatten())
+
+
+def test_precision_recall_density_coverage_through_prdc():
+    pytest.importorskip("prdc")
+    reference = points(300, 3)
+    same = realism_scores(reference, reference, nn.Flatten())
+    assert same["precision"] == same["recall"] == same["coverage"] == 1.0 and same["prdc_nearest_k"] == 5
+    shifted = realism_scores(points(300, 4, shift=1.5), reference, nn.Flatten())
+    assert shifted["precision"] < 0.9 and shifted["coverage"] < 0.5
+    small = realism_scores(points(4, 5), reference, nn.Flatten())
+    assert small["precision"]["value"] is None and "needs >= 7 images" in small["precision"]["unavailable"]
+
+
+def test_prdc_entries_are_unavailable_without_the_package(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prdc", None)  # import prdc raises ImportError
+    scores = realism_scores(points(30, 5), points(30, 6), nn.Flatten())
+    assert scores["coverage"] == {"value": None, "unavailable": "the prdc package is not installed"}
+    assert scores["fid"] > 0
 
 
 def test_realism_metric_equals_the_functional_and_keeps_the_reference():
@@ -157,4 +175,3 @@ def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
                            features, kid_subsets=20)
     assert real["features"] == "zoo:tiny/embedder" and real["n_reference"] == 200
     assert noise["fid"] > 10 * real["fid"] and noise["kid_mean"] > real["kid_mean"]
-    assert noise["coverage"] < real["coverage"]
