@@ -44,7 +44,7 @@ def _evaluate(args: list[str]) -> int:
     from pathlib import Path
 
     from hynea_pl.metrics import evaluate_run
-    from hynea_pl.report.compare import load_embedder
+    from hynea_pl.report.compare import load_embedder, run_realism_inputs
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",
                                      description="Re-score a run folder (records.jsonl + PNGs) into metrics.json.")
@@ -58,7 +58,9 @@ def _evaluate(args: list[str]) -> int:
     if not (options.run_dir / "records.jsonl").is_file():
         raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
     embedder = load_embedder(options.embedder, options.run_dir)
-    row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights)
+    features, reference = run_realism_inputs(options.run_dir)
+    row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights,
+                       realism_features=features, realism_reference=reference)
     print(json.dumps(row, indent=2))
     print(f"wrote {options.run_dir / 'metrics.json'}")
     return 0

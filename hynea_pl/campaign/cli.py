@@ -57,6 +57,10 @@ class CampaignCLI(LightningCLI):
                                       help="The frozen generator (class_path + init_args).")
         parser.add_subclass_arguments(SUT, "sut", required=True,
                                       help="The system under test (class_path + init_args).")
+        parser.add_subclass_arguments(SUT, "oracle", required=False,
+                                      help="The validity oracle: an independent judge of the same task as the SUT "
+                                           "that gives every case its verdict (valid_failure, semantic_change, "
+                                           "ambiguous, no_flip); it must never be the model that steers the search.")
         parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
         parser.add_class_arguments(RunOutput, "output", instantiate=False)
         parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)
@@ -80,6 +84,22 @@ def check_method(config: Any) -> None:
                         "case must subclass it (it is the protocol the campaign runs)")
     init_args = config.model.get("init_args") or {}
     method.check_task(sut.task, method.display_name(dict(init_args)))
+    oracle = config.get("oracle")
+    if oracle is not None:
+        oracle_task = import_object(oracle.class_path).task
+        if oracle_task != sut.task:
+            raise ValueError(f"the oracle ({oracle.class_path}) judges {oracle_task} outputs, the SUT is {sut.task}")
+        reference = init_args.get("reference")
+        if reference is not None and _same_component(reference, oracle):
+            raise ValueError("the oracle is the model.reference that steers the search: a model that steers a search "
+                             "must never judge it (give the oracle other members or another model)")
+
+
+def _same_component(a: Any, b: Any) -> bool:
+    def plain(x: Any) -> Any:
+        return x.as_dict() if hasattr(x, "as_dict") else x
+
+    return plain(a) == plain(b)
 
 
 def quiet_lightning_info() -> None:

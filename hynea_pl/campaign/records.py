@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import torch
-from torchvision.utils import make_grid, save_image
+from torchvision.utils import save_image
 
 from hynea_pl.campaign.summary import summarize_records
-from hynea_pl.images import load_image
+from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord, read_records
 
 CONFIG_FILE = "config.yaml"
@@ -68,24 +68,12 @@ class RunFolder:
             stream.flush()
             os.fsync(stream.fileno())
 
-    def save_grid(self, records: list[CaseRecord]) -> Path | None:
-        """One grid of all cases: a column per case, rows origin / result / difference."""
-        shown = [r for r in records if r.origin_image and r.result_image and r.diff_image]
-        rows = [[load_image(self.path / getattr(r, key)) for r in shown]
-                for key in ("origin_image", "result_image", "diff_image")]
-        images = [image for row in rows for image in row]
-        if not images or len({tuple(image.shape) for image in images}) > 1:
-            return None
-        path = self.path / "grid.png"
-        save_image(make_grid(torch.stack(images), nrow=len(shown), padding=2, pad_value=0.5), path)
-        return path
-
     def finish(self) -> dict:
-        """Write the grid and ``summary.json``; return the summary."""
+        """Write the grids (``grid.png``, ``grid_valid_failures.png``) and ``summary.json``; return the summary."""
         import json
 
         records = self.records()
-        self.save_grid(records)
+        write_grids(self.path, records)
         summary = summarize_records(records)
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary

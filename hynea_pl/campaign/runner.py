@@ -20,8 +20,10 @@ from hynea_pl.errors import one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional.task import confidence_reduction
+from hynea_pl.metrics.validity import judge_case
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import SUT
 
 console = Console()
 
@@ -51,6 +53,7 @@ def case_config(config: Any, case: TestCase, run_name: str) -> Any:
     cfg = copy.deepcopy(config)
     cfg.model.init_args.origin_class = case.origin_class
     cfg.model.init_args.seed = case.seed
+    cfg.oracle = None  # the judge is built once per campaign, never per case
     logger = cfg.trainer.get("logger")
     if logger is not None and hasattr(logger, "get") and logger.get("init_args") is not None:
         if "name" in logger.init_args:
@@ -77,8 +80,9 @@ def _pred(output: torch.Tensor) -> list:
     return output[0].detach().float().cpu().tolist()
 
 
-def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder) -> None:
-    """Write what a fitted (or failed) case produced into its record; the SUT's task decides every verdict."""
+def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, oracle: SUT | None = None) -> None:
+    """Write what a fitted (or failed) case produced into its record; the SUT's task decides flips, the
+    ``oracle`` (when configured) the validity verdict."""
     record.sut_evals = int(model.sut_evals)
     record.diagnostics = model.record_diagnostics()
     if not model.has_origin:  # the case failed before its origin existed
@@ -103,6 +107,9 @@ def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder) -
     record.distance = float(frobenius_distance(origin, image))
     for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():
         setattr(record, key, path)
+    if oracle is not None:
+        for key, value in judge_case(oracle, record, origin, image).items():
+            setattr(record, key, value)
     if record.flipped:
         directory, relative = folder.adapter_dir(record.case_id)
         if model.save_adapter(directory):
@@ -137,7 +144,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     record.steps = trainer.global_step if trainer is not None else 0
     if model is not None:
         try:
-            fill_outcome(record, model, folder)
+            fill_outcome(record, model, folder, cli.config_init.get("oracle"))
         except Exception as error:
             record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
     folder.append(record)
@@ -149,13 +156,17 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
     if record.error:
         return f"{head}: [red]error[/] {record.error}"
     if record.flipped:
-        verdict = f"[green]flipped[/] to {record.result_label} at step {record.result_step}"
+        outcome = f"flipped to {record.result_label} at step {record.result_step}"
         if not record.target_reached:
-            verdict += f" (target {record.target} not reached)"
+            outcome += f" (target {record.target} not reached)"
     else:
-        verdict = f"[yellow]not flipped[/] (predicts {record.result_label})"
+        outcome = f"[yellow]not flipped[/] (predicts {record.result_label})"
+    judged = {"valid_failure": "[green]valid failure[/]", "semantic_change": "[red]semantic change[/]",
+              "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
+    if judged:
+        outcome += f" -> {judged} (oracle reads {record.oracle_result_label})"
     ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"
-    return f"{head}: {verdict}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
+    return f"{head}: {outcome}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
 
 
 def run_campaign(cli: Any) -> dict:

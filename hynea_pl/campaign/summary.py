@@ -11,8 +11,9 @@ from hynea_pl.metrics.weights import to_record_value
 from hynea_pl.schema import CaseRecord
 
 SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
-                "escape_ratio", "median_sut_evals", "mean_sut_evals", "mean_runtime_s", "median_ms_ssim",
-                "skipped_seeds")
+                "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "escape_ratio", "median_sut_evals",
+                "mean_sut_evals", "sut_evals_per_valid_failure", "mean_runtime_s", "runtime_s_per_valid_failure",
+                "median_ms_ssim", "median_ms_ssim_valid_failures", "skipped_seeds")
 
 
 def summarize_records(records: Sequence[CaseRecord]) -> dict:

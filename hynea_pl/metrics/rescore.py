@@ -14,6 +14,7 @@ Conventions (the same for every method, since every method writes the same schem
   ``result_pred``) / cases. For multiclass and binary it equals ``flip_rate`` (``flipped_mismatch`` counts ok
   records where they disagree); for detection eq. 11 is the fraction of top-k detections whose class changed.
 - Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection, from the logits) over ok cases.
+- Validity (:func:`validity_columns`): the oracle's verdicts; ``valid_failure_rate`` is the honest failure rate.
 - ``median_sut_evals`` / ``mean_sut_evals`` are over flipped cases (what a method needs to find a flip);
   ``*_sut_evals_all`` and runtime over every case (errors included: budget was spent).
 """
@@ -187,7 +188,35 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "total_runtime_s": runtime["total"],
     })
     row.update(_ms_ssim_columns(_finite([r.ms_ssim for r in ok]), "records"))
+    row.update(validity_columns(cases))
     return row
+
+
+def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
+    """The oracle's verdicts over all cases (flips are not failures: only ``valid_failure`` reveals a fault).
+
+    ``valid_failure_rate`` = cases the SUT flipped while the oracle keeps the origin's class / all cases (errors
+    included); ``semantic_change_rate`` and ``ambiguous_rate`` likewise; ``sut_evals_per_valid_failure`` and
+    ``runtime_s_per_valid_failure`` = what the whole run spent / valid failures found. All ``None`` when no case
+    was judged (the run had no ``oracle``)."""
+    judged = [r for r in cases if r.verdict is not None]
+    keys = ("n_judged", "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "n_valid_failures",
+            "sut_evals_per_valid_failure", "runtime_s_per_valid_failure", "median_ms_ssim_valid_failures")
+    if not judged:
+        return dict.fromkeys(keys)
+    n = len(cases)
+    valid = [r for r in judged if r.verdict == "valid_failure"]
+    count = {v: sum(r.verdict == v for r in judged) for v in ("valid_failure", "semantic_change", "ambiguous")}
+    return {
+        "n_judged": len(judged),
+        "valid_failure_rate": count["valid_failure"] / n,
+        "semantic_change_rate": count["semantic_change"] / n,
+        "ambiguous_rate": count["ambiguous"] / n,
+        "n_valid_failures": len(valid),
+        "sut_evals_per_valid_failure": sum(r.sut_evals for r in cases) / len(valid) if valid else None,
+        "runtime_s_per_valid_failure": sum(r.runtime_s for r in cases) / len(valid) if valid else None,
+        "median_ms_ssim_valid_failures": summarize(_finite([r.ms_ssim for r in valid]))["median"],
+    }
 
 
 def evaluate_run(
@@ -198,6 +227,8 @@ def evaluate_run(
     lpips_net: str = "vgg",
     lpips_weights: str | Path | None = None,
     batch_size: int = 32,
+    realism_features: Any = None,
+    realism_reference: Tensor | None = None,
     write: bool = True,
 ) -> dict[str, Any]:
     """Compute the table row of the run in ``run_dir`` and write ``run_dir/metrics.json``.
@@ -209,6 +240,9 @@ def evaluate_run(
             unavailable.
         lpips_model: ready LPIPS-like distance ``(preds, target) -> (B,)``; default: LPIPS(``lpips_net``) with
             backbone weights from ``lpips_weights`` or the torch hub cache (unavailable when missing).
+        realism_features, realism_reference: FID / KID / precision-recall of the results (and of the origins, the
+            generator's own baseline) against real reference images, with these features
+            (:func:`hynea_pl.metrics.realism.run_realism`); ``None``: not computed.
     Returns:
         the JSON-safe row (NaN -> None; unavailable metrics as ``{"value": None, "unavailable": reason}``).
     """
@@ -262,6 +296,14 @@ def evaluate_run(
         except MetricUnavailable as exc:
             row.update({k: unavailable_entry(exc) for k in emb_keys})
 
+    if realism_features is not None:
+        from hynea_pl.metrics.realism import run_realism
+
+        realism = run_realism(run_dir, ok, realism_features, realism_reference, batch_size=batch_size)
+        row["realism"] = realism
+        for key in ("fid", "kid_mean", "kid_std"):
+            results = realism["results"]
+            row[key] = results.get(key) if "unavailable" not in results else unavailable_entry(results["unavailable"])
     row = to_record_value(row)
     if write:
         with open(run_dir / "metrics.json", "w", encoding="utf-8") as fh:

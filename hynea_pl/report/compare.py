@@ -18,9 +18,10 @@ from hynea_pl.metrics.rescore import evaluate_run
 from hynea_pl.schema import read_records
 
 #: Table columns (metric keys of ``evaluate_run``), in order.
-COLUMNS = ("method", "n_cases", "flip_rate", "target_reached_rate", "misclassification_rate", "escape_ratio",
-           "median_sut_evals", "mean_sut_evals", "mean_sut_evals_all", "mean_runtime_s", "median_ms_ssim", "diversity",
-           "trace_difference")
+COLUMNS = ("method", "n_cases", "flip_rate", "misclassification_rate", "valid_failure_rate", "semantic_change_rate", "ambiguous_rate",
+           "target_reached_rate", "escape_ratio", "median_sut_evals", "mean_sut_evals_all",
+           "sut_evals_per_valid_failure", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
+           "fid", "kid_mean", "diversity", "trace_difference")
 REFERENCE_METHOD = "hynea"
 
 
@@ -29,18 +30,36 @@ def _value(entry: Any) -> Any:
     return entry.get("value") if isinstance(entry, dict) else entry
 
 
-def run_embedder_name(run_dir: Path | str) -> str:
-    """The embedder that fits a run, from its own ``config.yaml``: ``zoo://<profile>`` when its generator is a zoo
-    model (the MNIST zoo's embedder), else ``resnet50`` (ImageNet features from the torch cache; unavailable, never
-    downloaded or random, when the weights are missing). A run without a config gets ``none``."""
+def run_zoo_profile(run_dir: Path | str) -> str | None:
+    """The zoo profile a run's generator came from (its ``config.yaml``), ``None`` for any other generator."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
-        return "none"
+        return None
     config = yaml.safe_load(path.read_text()) or {}
     pretrained = str(((config.get("generator") or {}).get("init_args") or {}).get("pretrained") or "")
-    if pretrained.startswith("zoo://"):
-        return "zoo://" + pretrained.removeprefix("zoo://").split("/")[0]
-    return "resnet50"
+    return pretrained.removeprefix("zoo://").split("/")[0] if pretrained.startswith("zoo://") else None
+
+
+def run_embedder_name(run_dir: Path | str) -> str:
+    """The embedder that fits a run: ``zoo://<profile>`` when its generator is a zoo model (the MNIST zoo's
+    embedder), else ``resnet50`` (ImageNet features from the torch cache; unavailable, never downloaded or random,
+    when the weights are missing); ``none`` for a run without its config."""
+    if not (Path(run_dir) / "config.yaml").is_file():
+        return "none"
+    profile = run_zoo_profile(run_dir)
+    return f"zoo://{profile}" if profile else "resnet50"
+
+
+def run_realism_inputs(run_dir: Path | str) -> tuple[str, Any]:
+    """Features and real reference images for a run's FID / KID: the zoo embedder and the zoo's 1000 held-out
+    digits for a zoo run; Inception features and no reference otherwise (reported unavailable: a real setup
+    needs its own reference images, ``evaluate_run(..., realism_reference=...)``)."""
+    profile = run_zoo_profile(run_dir)
+    if profile is None:
+        return "inception", None
+    from hynea_pl.metrics.realism import mnist_reference
+
+    return f"zoo:{profile}", mnist_reference(profile)
 
 
 def load_embedder(name: str, run_dir: Path | str | None = None) -> Callable[[Tensor], Tensor] | str | None:
@@ -89,7 +108,9 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
             if name not in loaded:
                 loaded[name] = load_embedder(name)
             run_embedder = loaded[name]
-        metrics = evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights)
+        features, real_images = run_realism_inputs(run_dir)
+        metrics = evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights,
+                               realism_features=features, realism_reference=real_images)
         row = {key: _value(metrics.get(key)) for key in COLUMNS}
         row["run"] = str(run_dir)
         rows.append(row)

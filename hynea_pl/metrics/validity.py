@@ -1,0 +1,52 @@
+"""The validity oracle: an independent judge of whether a test input still shows its origin's class.
+
+The judge is any SUT-like model of the same task (:class:`hynea_pl.suts.SUT`): on the zoo the judging members of
+the oracle ensemble, on real setups a classifier given in YAML (e.g. a timm model other than the SUT). It must
+never be the model that steered the search (a method's ``reference``): the campaign refuses that configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from hynea_pl.metrics.functional.validity import verdict
+from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import SUT
+
+
+def _decision(oracle: SUT, output: Tensor, record: CaseRecord) -> tuple[int, float]:
+    """The oracle's decision on one output ``(1, ...)`` in the task's terms, and its probability."""
+    if oracle.task == "multiclass":
+        probs = output.float().softmax(-1)[0]
+        label = int(probs.argmax())
+        return label, float(probs[label])
+    if oracle.task == "binary":
+        p = float(output.float()[0, record.target].sigmoid())
+        return int(p > 0.5), max(p, 1 - p)
+    if oracle.task == "detection":  # does any of the oracle's top-k detections still predict the class?
+        logits = output.float()[0]
+        present = bool((logits.argmax(-1) == record.target).any())
+        return int(present), float(logits[:, record.target].sigmoid().max())
+    raise ValueError(f"no validity rule for an oracle of task {oracle.task!r}")
+
+
+@torch.no_grad()
+def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor) -> dict[str, Any]:
+    """The record's oracle fields for origin and result images ``(1, C, H, W)`` in [0, 1].
+
+    Multiclass cases keep the conditioning class (``origin_class``; the oracle's reading of the origin when the
+    origin is unconditional); binary and detection cases keep the oracle's own decision on the origin.
+    """
+    if oracle.task != record.task:
+        raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
+    tensors = [*oracle.parameters(), *oracle.buffers()]
+    device = tensors[0].device if tensors else torch.device("cpu")
+    origin_label, _ = _decision(oracle, oracle(origin.to(device)), record)
+    result_label, confidence = _decision(oracle, oracle(result.to(device)), record)
+    keep = record.origin_class if record.task == "multiclass" and record.origin_class is not None else origin_label
+    return {"oracle_origin_label": origin_label, "oracle_result_label": result_label,
+            "oracle_result_confidence": confidence,
+            "verdict": verdict(record.flipped, keep, result_label, record.result_label, record.task)}

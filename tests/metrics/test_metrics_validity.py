@@ -1,0 +1,64 @@
+"""Validity verdicts on crafted cases."""
+
+import pytest
+import torch
+
+from hynea_pl.metrics.functional.validity import verdict
+
+
+def test_multiclass_verdicts():
+    assert verdict(False, 3, 3, 3) == "no_flip"  # an unchanged image: the SUT still reads 3
+    assert verdict(False, 3, 8, 3) == "no_flip"  # no flip is never a failure, whatever the oracle reads
+    assert verdict(True, 3, 3, 8) == "valid_failure"  # the SUT reads 8, the judge still sees a 3
+    assert verdict(True, 3, 8, 8) == "semantic_change"  # the digit was redrawn as the SUT's new label
+    assert verdict(True, 3, 5, 8) == "ambiguous"  # the judge reads a third class
+
+
+def test_binary_and_detection_verdicts_have_no_third_class():
+    assert verdict(True, 1, 1, 0, task="binary") == "valid_failure"  # the judge keeps the attribute's sign
+    assert verdict(True, 1, 0, 0, task="binary") == "semantic_change"
+    assert verdict(True, 1, 1, None, task="detection") == "valid_failure"  # the judge still detects the class
+    assert verdict(True, 1, 0, None, task="detection") == "semantic_change"
+    assert verdict(False, 1, 0, None, task="detection") == "no_flip"
+
+
+class NearestDigit(torch.nn.Module):
+    """A perfect judge of the digits it stores: 1-nearest-neighbour, as one-hot logits ``(B, 10)``."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("images", images.flatten(1))
+        self.register_buffer("labels", labels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        nearest = torch.cdist(x.flatten(1), self.images).argmin(1)
+        return torch.nn.functional.one_hot(self.labels[nearest], 10).float() * 10
+
+
+def test_judge_case_on_real_digits():
+    from hynea_pl.metrics.validity import judge_case
+    from hynea_pl.schema import CaseRecord
+    from hynea_pl.suts import ClassifierSUT
+    from hynea_pl.zoo.data import load_digits
+
+    data = load_digits(n_test=200)
+    images, labels = data.test_images, data.test_labels
+    oracle = ClassifierSUT(NearestDigit(images, labels))
+    pick = {c: [i for i in range(len(labels)) if labels[i] == c] for c in (3, 5, 8)}
+    three, other_three, five, eight = (images[pick[3][0]:pick[3][0] + 1], images[pick[3][1]:pick[3][1] + 1],
+                                       images[pick[5][0]:pick[5][0] + 1], images[pick[8][0]:pick[8][0] + 1])
+
+    def case(flipped, result_label):
+        return CaseRecord(method="m", run="r", task="multiclass", case_id="c3-0", seed=1, origin_class=3,
+                          flipped=flipped, result_label=result_label)
+
+    unchanged = judge_case(oracle, case(False, 3), three, three)
+    assert unchanged["verdict"] == "no_flip" and unchanged["oracle_result_label"] == 3
+    assert judge_case(oracle, case(True, 8), three, eight)["verdict"] == "semantic_change"  # another real digit
+    fields = judge_case(oracle, case(True, 5), three, other_three)
+    assert fields["verdict"] == "valid_failure" and fields["oracle_origin_label"] == 3
+    assert 0.99 < fields["oracle_result_confidence"] <= 1.0
+    assert judge_case(oracle, case(True, 8), three, five)["verdict"] == "ambiguous"
+    with pytest.raises(ValueError, match="judges multiclass outputs"):
+        judge_case(oracle, CaseRecord(method="m", run="r", task="binary", case_id="u-0", seed=1, origin_class=None,
+                                      target=0), three, three)
