@@ -109,3 +109,25 @@ sut:
     assert main(args) == 0
     record = json.loads((tmp_path / "mine" / "records.jsonl").read_text().splitlines()[0])
     assert record["error"] is None and record["sut_evals"] == 2 and len(record["origin_pred"]) == 10
+
+
+def test_an_ensemble_votes_by_mean_probability():
+    from hynea_pl.suts import EnsembleClassifierSUT
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.register_buffer("logits", torch.tensor(logits))
+
+        def forward(self, x):
+            return self.logits.expand(x.shape[0], -1)
+
+    # member a is sure of class 0, member b leans to class 1: the mean probability decides
+    a, b = ClassifierSUT(Fixed([4.0, 0.0, 0.0])), ClassifierSUT(Fixed([0.0, 1.0, 0.0]))
+    ensemble = EnsembleClassifierSUT([a, b])
+    out = ensemble(torch.rand(2, 1, 4, 4))
+    pa, pb = torch.tensor([4.0, 0.0, 0.0]).softmax(0), torch.tensor([0.0, 1.0, 0.0]).softmax(0)
+    torch.testing.assert_close(out.softmax(-1)[0], (pa + pb) / 2)
+    assert ensemble.prediction(out).tolist() == [0, 0] and ensemble.task == "multiclass"
+    with pytest.raises(ValueError, match="at least one member"):
+        EnsembleClassifierSUT([])

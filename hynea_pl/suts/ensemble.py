@@ -1,0 +1,32 @@
+"""An ensemble of multiclass classifiers that votes by mean probability (e.g. the judges of the validity oracle)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from hynea_pl.suts.classifier import ClassifierSUT
+
+
+class MeanProbability(nn.Module):
+    """``images (B, C, H, W) in [0, 1] -> log of the members' mean softmax (B, K)``; each member applies its own
+    preprocessing and weights."""
+
+    def __init__(self, members: list[ClassifierSUT]) -> None:
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        self.members = nn.ModuleList(members)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        probs = torch.stack([member(images).float().softmax(-1) for member in self.members]).mean(0)
+        return probs.clamp_min(1e-12).log()
+
+
+class EnsembleClassifierSUT(ClassifierSUT):
+    """Multiclass classifiers as one model: its outputs are log mean probabilities, so ``argmax`` is the ensemble's
+    vote and ``softmax`` its mean probability. Members are :class:`ClassifierSUT` s given in YAML, each with its
+    ``model``, ``weights`` and ``preprocess``."""
+
+    def __init__(self, members: list[ClassifierSUT]) -> None:
+        super().__init__(MeanProbability(members))
