@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from hynea_pl.checkpoints import read_state_dict
+
 __all__ = [
     "CHECKPOINT_FILES",
     "MetricUnavailable",
@@ -118,14 +120,9 @@ def resolve_checkpoint(arch: str, local_path: str | Path | None = None, filename
 
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Read a state dict saved with ``torch.save`` (plain, or wrapped in ``state_dict``/``model``; ``module.`` stripped)."""
+    """A metric backbone's state dict (:func:`hynea_pl.checkpoints.read_state_dict`); any read failure makes the
+    metric unavailable instead of failing the run."""
     try:
-        obj = torch.load(Path(path), map_location="cpu", weights_only=True)
+        return read_state_dict(path)
     except Exception as exc:  # noqa: BLE001 - any read failure makes the metric unavailable
         raise MetricUnavailable(f"could not read weights file {path}: {type(exc).__name__}: {exc}") from exc
-    for key in ("state_dict", "model"):
-        if isinstance(obj, Mapping) and key in obj and isinstance(obj[key], Mapping):
-            obj = obj[key]
-    if not isinstance(obj, Mapping):
-        raise MetricUnavailable(f"weights file {path} does not hold a state dict")
-    return {k.removeprefix("module."): v for k, v in obj.items()}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 from torch import nn
 
+from hynea_pl.checkpoints import read_state_dict
 from hynea_pl.paths import resolve_path
 
 
@@ -45,20 +45,12 @@ class Preprocess:
 
 
 def load_state_dict(location: str | Path) -> dict[str, torch.Tensor]:
-    """A state dict from a ``.safetensors`` / ``.pt`` / ``.pth`` / ``.ckpt`` file (or ``zoo://`` URI).
-
-    Lightning checkpoints and ``{"state_dict": ...}`` / ``{"model": ...}`` wrappers are unwrapped.
-    """
+    """A SUT's state dict from a ``.safetensors`` / ``.pt`` / ``.pth`` / ``.ckpt`` file (or ``zoo://`` URI); a
+    missing file is a one-line ``FileNotFoundError`` naming it (:func:`hynea_pl.checkpoints.read_state_dict`)."""
     path = resolve_path(location)
     if not path.is_file():
         raise FileNotFoundError(f"SUT checkpoint not found: {path}")
-    if path.suffix == ".safetensors":
-        return load_file(str(path))
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    for key in ("state_dict", "model"):
-        if isinstance(state, dict) and isinstance(state.get(key), dict):
-            state = state[key]
-    return state
+    return read_state_dict(path)
 
 
 class SUT(nn.Module):
