@@ -20,7 +20,10 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
         assert is_complete(tiny_zoo.entries[name]), name
     quality = json.loads((tiny_zoo.manifest_dir / "quality.json").read_text())
     names = [gate["name"] for gate in quality["gates"]]
-    assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", "build_time_s"]
+    oracle_gates = [f"{member}_{gate}" for member in ("oracle-0", "oracle-1", "oracle-2")
+                    for gate in ("accuracy", "generated_accuracy")]
+    assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", *oracle_gates,
+                     "oracle_judges_accuracy", "oracle_judges_generated_accuracy", "build_time_s"]
     for gate in quality["gates"]:
         assert isinstance(gate["value"], float)
     assert 0.0 <= quality["gates"][0]["value"] <= 1.0
@@ -34,7 +37,7 @@ def test_reload_is_identical_and_does_not_retrain(tiny_zoo, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("a cached zoo must not be trained again")
 
-    for name in ("train_classifier", "train_autoencoder", "train_denoiser"):
+    for name in ("train_classifier", "train_autoencoder", "train_denoiser", "train_oracle"):
         monkeypatch.setattr(train, name, fail)
     again = load_zoo("tiny")
     assert again.entries == tiny_zoo.entries

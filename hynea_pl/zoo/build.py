@@ -18,10 +18,15 @@ from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
 from hynea_pl.zoo.classifier import DigitCNN
 from hynea_pl.zoo.data import DigitSplit, load_digits
 from hynea_pl.zoo.embedder import DigitEmbedder
+from hynea_pl.zoo.oracle import ORACLE_NAMES, ORACLE_ROLES, OracleClassifier, load_oracle
 from hynea_pl.zoo.profiles import ZooProfile, get_profile
-from hynea_pl.zoo.quality import Gate, ZooQualityError, measure_model_gates, quality_table
+from hynea_pl.zoo.quality import (
+    Gate, ZooQualityError, generate_digits, measure_model_gates, measure_oracle_gates, quality_table,
+)
 
-COMPONENTS = ("sut", "embedder", "autoencoder", "ldm")
+COMPONENTS = ("sut", "embedder", "autoencoder", "ldm", *ORACLE_NAMES)
+#: Components saved as one state-dict file (``zoo://<profile>/<name>`` resolves to their ``model.safetensors``).
+STATE_DICT_COMPONENTS = ("sut", "embedder", *ORACLE_NAMES)
 
 
 def load_classifier(entry: Path) -> DigitCNN:
@@ -61,6 +66,18 @@ class Zoo:
                     "guidance_scale": sampler.guidance_scale, "eta": sampler.eta}
         return LatentDiffusionGenerator.from_pretrained(self.entries["ldm"], **{**defaults, **settings})
 
+    def oracle(self, name: str) -> OracleClassifier:
+        """A frozen validity-oracle member in eval mode: RAW images ``(B, 1, 32, 32)`` in [0, 1] -> logits
+        ``(B, 10)`` (the normalisation is inside)."""
+        if name not in ORACLE_NAMES:
+            raise ValueError(f"unknown zoo oracle {name!r}; choose one of {list(ORACLE_NAMES)}")
+        return load_oracle(self.entries[name])
+
+    @staticmethod
+    def oracle_names() -> dict[str, list[str]]:
+        """``{"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}``: the judges never steer a search."""
+        return {role: list(names) for role, names in ORACLE_ROLES.items()}
+
 
 def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
     """Cache folders of each component and of the profile's manifest, keyed by their training configs."""
@@ -70,6 +87,11 @@ def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
         "autoencoder": config_key("autoencoder", profile.data, profile.autoencoder),
     }
     keys["ldm"] = config_key("ldm", profile.data, profile.denoiser, keys["autoencoder"])
+    if len(profile.oracles) != len(ORACLE_NAMES):
+        raise ValueError(f"zoo profile {profile.name!r} has {len(profile.oracles)} oracle configs, "
+                         f"expected {len(ORACLE_NAMES)} ({', '.join(ORACLE_NAMES)})")
+    for name, cfg in zip(ORACLE_NAMES, profile.oracles):
+        keys[name] = config_key(name, profile.data, cfg)
     root = zoo_dir()
     entries = {name: root / f"{name}-{key}" for name, key in keys.items()}
     manifest = root / f"{profile.name}-{config_key(keys, profile.sampler, profile.gates)}"
@@ -106,6 +128,8 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
         "autoencoder": lambda out: train.train_autoencoder(profile.autoencoder, data, out),
         "ldm": lambda out: train.train_denoiser(profile.denoiser, data, entries["autoencoder"], out),
     }
+    for name, cfg in zip(ORACLE_NAMES, profile.oracles):
+        builders[name] = lambda out, cfg=cfg, name=name: train.train_oracle(cfg, data, out, name)
     for name in COMPONENTS:
         if not is_complete(entries[name]):
             _timed_entry(entries[name], builders[name])
@@ -113,10 +137,12 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
     zoo = Zoo(profile, entries, manifest)
     with atomic_entry(manifest) as staging:
         start = time.perf_counter()
+        samples = generate_digits(zoo.generator(), profile.gates.generated_per_class, profile.gates.sample_seed)
         gates = measure_model_gates(
-            profile.gates, zoo.sut(), AutoencoderKL.from_pretrained(entries["autoencoder"]), zoo.generator(), data,
-            staging,
+            profile.gates, zoo.sut(), AutoencoderKL.from_pretrained(entries["autoencoder"]), samples, data, staging,
         )
+        oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
+        gates += measure_oracle_gates(profile.gates, oracles, ORACLE_ROLES["judges"], samples, data)
         build_s = sum(json.loads((entries[n] / "build.json").read_text())["build_s"] for n in COMPONENTS)
         build_s += time.perf_counter() - start
         time_gate = Gate("build_time_s", build_s, profile.gates.max_build_s, higher_is_better=False, fatal=False)
@@ -145,10 +171,11 @@ def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
 def resolve_zoo_uri(uri: str) -> Path:
     """``zoo://<profile>/<component>`` -> a local path (building the zoo if needed).
 
-    Components: ``sut`` / ``embedder`` (state-dict files), ``ldm`` (generator folder), ``autoencoder`` (folder).
+    Components: ``sut`` / ``embedder`` / ``oracle-0`` / ``oracle-1`` / ``oracle-2`` (state-dict files), ``ldm``
+    (generator folder), ``autoencoder`` (folder).
     """
     profile, _, component = uri.removeprefix("zoo://").partition("/")
     if component not in COMPONENTS:
         raise ValueError(f"unknown zoo component in {uri!r}; choose one of {list(COMPONENTS)}")
     entry = load_zoo(profile).entries[component]
-    return entry / "model.safetensors" if component in ("sut", "embedder") else entry
+    return entry / "model.safetensors" if component in STATE_DICT_COMPONENTS else entry

@@ -28,6 +28,36 @@ class ClassifierConfig:
 
 
 @dataclass(frozen=True)
+class OracleConfig:
+    """A validity-oracle member: an :class:`~hynea_pl.zoo.oracle.OracleNet` and its augmentation, stronger than
+    the SUT's: shifts (px), rotations (degrees), scale changes (fraction), stroke-width changes (grey dilation or
+    erosion with a ``stroke_kernel`` square, with probability ``stroke_prob``) and elastic deformation (peak
+    ``elastic_alpha`` px from ``elastic_grid`` x ``elastic_grid`` control points, with probability ``elastic_prob``)
+    and Gaussian pixel noise (std up to ``noise_max_std``, with probability ``noise_prob``: a generator's faint
+    grey background otherwise flips a batch-norm network's decisions).
+    """
+
+    widths: tuple[int, ...] = (32, 64, 128)
+    dropout: float = 0.1
+    lr: float = 6e-3
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.05
+    max_steps: int = 500
+    batch_size: int = 128
+    max_shift: float = 2.0
+    max_rotation: float = 15.0
+    max_scale: float = 0.1
+    stroke_prob: float = 0.5
+    stroke_kernel: int = 2
+    elastic_prob: float = 0.3
+    elastic_alpha: float = 1.5
+    elastic_grid: int = 4
+    noise_prob: float = 0.5
+    noise_max_std: float = 0.1
+    seed: int = 11
+
+
+@dataclass(frozen=True)
 class AutoencoderConfig:
     block_out_channels: tuple[int, ...] = (16, 32, 64)
     layers_per_block: int = 1
@@ -73,9 +103,10 @@ class GateConfig:
     """Minimum quality a build must reach; ``None`` records the value without enforcing it."""
 
     sut_accuracy: float | None = 0.97
+    oracle_accuracy: float | None = 0.98
     reconstruction_accuracy: float | None = 0.95
     generated_accuracy: float | None = 0.90
-    max_build_s: float | None = 720.0
+    max_build_s: float | None = 840.0
     generated_per_class: int = 20
     sample_seed: int = 1234
 
@@ -94,6 +125,12 @@ class ZooProfile:
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     gates: GateConfig = field(default_factory=GateConfig)
+    #: the validity oracle: ``oracle-0`` (steering, a narrower variant), ``oracle-1``, ``oracle-2`` (the judges)
+    oracles: tuple[OracleConfig, ...] = (
+        OracleConfig(widths=(24, 48, 96), seed=11),
+        OracleConfig(seed=12),
+        OracleConfig(seed=13),
+    )
 
 
 FULL = ZooProfile(name="full")
@@ -109,7 +146,13 @@ TINY = ZooProfile(
     ),
     sampler=SamplerConfig(num_inference_steps=4),
     gates=GateConfig(
-        sut_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None, max_build_s=None, generated_per_class=2
+        sut_accuracy=None, oracle_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None,
+        max_build_s=None, generated_per_class=2,
+    ),
+    oracles=(
+        OracleConfig(widths=(8, 8, 16), max_steps=5, batch_size=32, seed=11),
+        OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
+        OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
     ),
 )
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from diffusers import AutoencoderKL
 from rich.table import Table
+from torch import nn
 from torchvision.utils import save_image
 
 from hynea_pl.zoo.autoencoder import reconstruct
@@ -51,11 +52,11 @@ def generate_digits(generator, per_class: int, seed: int) -> tuple[torch.Tensor,
     return generator.sample(noise, labels), labels
 
 
-def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL, generator, data: DigitSplit,
-                        out: Path) -> list[Gate]:
-    """SUT accuracy on held-out digits, on their reconstructions and on generated digits (grid saved to
-    ``out/samples.png``)."""
-    images, labels = generate_digits(generator, gates.generated_per_class, gates.sample_seed)
+def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL,
+                        samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit, out: Path) -> list[Gate]:
+    """SUT accuracy on held-out digits, on their reconstructions and on the generated ``samples`` (images, labels
+    from :func:`generate_digits`; grid saved to ``out/samples.png``)."""
+    images, labels = samples
     save_image(images, out / "samples.png", nrow=gates.generated_per_class, padding=1)
     return [
         Gate("sut_accuracy", accuracy(sut, data.test_images, data.test_labels), gates.sut_accuracy),
@@ -63,6 +64,32 @@ def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL, ge
              gates.reconstruction_accuracy),
         Gate("generated_accuracy", accuracy(sut, images, labels), gates.generated_accuracy),
     ]
+
+
+@torch.no_grad()
+def probabilities(model: nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """Softmax ``(N, 10)`` of a model on RAW images in [0, 1] (an oracle member normalises them itself)."""
+    return torch.cat([model(images[i : i + batch_size]).softmax(-1) for i in range(0, len(images), batch_size)])
+
+
+def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
+    return (probs.argmax(-1) == labels).sum().item() / len(labels)
+
+
+def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
+                         samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit) -> list[Gate]:
+    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``) and on the generated
+    ``samples`` against their class (recorded), then the judges' ensemble (mean softmax) on both (recorded)."""
+    images, labels = samples
+    result, held_out, generated = [], {}, {}
+    for name, oracle in oracles.items():
+        held_out[name], generated[name] = probabilities(oracle, data.test_images), probabilities(oracle, images)
+        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), gates.oracle_accuracy))
+        result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated[name], labels), None))
+    for suffix, probs, truth in (("", held_out, data.test_labels), ("_generated", generated, labels)):
+        ensemble = torch.stack([probs[name] for name in judges]).mean(0)
+        result.append(Gate(f"oracle_judges{suffix}_accuracy", _hit_rate(ensemble, truth), None))
+    return result
 
 
 def quality_table(profile: str, gates: list[dict]) -> Table:

@@ -21,7 +21,8 @@ from hynea_pl.zoo.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.classifier import ClassifierTraining, DigitCNN
 from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
 from hynea_pl.zoo.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig
+from hynea_pl.zoo.oracle import OracleNet, OracleTraining, oracle_init_args, oracle_role
+from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig, OracleConfig
 
 console = stderr_console
 
@@ -73,6 +74,26 @@ def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: s
     config = {
         "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
         "preprocess": CLASSIFIER_PREPROCESS, "role": role, "training": dataclasses.asdict(cfg), "build_s": seconds,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return model
+
+
+def train_oracle(cfg: OracleConfig, data: DigitSplit, out: Path, name: str) -> OracleNet:
+    """Train a validity-oracle member (an OracleNet) and save it like a classifier: ``model.safetensors`` +
+    ``config.json`` (class path, init args, preprocessing, role)."""
+    console.print(f"[bold]zoo[/]: training {name} (OracleNet {list(cfg.widths)}, {cfg.max_steps} steps)")
+    torch.manual_seed(cfg.seed)
+    init_args = oracle_init_args(cfg)
+    model = OracleNet(**init_args)
+    seconds = fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
+                  cfg.max_steps, cfg.seed, name=name)
+    model.eval()
+    save_file(model.state_dict(), str(out / "model.safetensors"))
+    config = {
+        "class_path": f"{OracleNet.__module__}.{OracleNet.__qualname__}", "init_args": init_args,
+        "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name),
+        "training": dataclasses.asdict(cfg), "build_s": seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     return model

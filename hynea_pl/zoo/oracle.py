@@ -1,0 +1,148 @@
+"""The validity oracle: digit classifiers trained independently of the SUT (other architecture, seeds and a
+stronger augmentation) that judge whether a generated test image still shows its original digit.
+
+``oracle-0`` is the steering member (a method may use it in its loss or stop rule); ``oracle-1`` and ``oracle-2``
+are the judges (they only judge).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+from torch import nn
+
+from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
+from hynea_pl.zoo.classifier import normalize
+from hynea_pl.zoo.data import NUM_CLASSES
+from hynea_pl.zoo.profiles import OracleConfig
+
+#: The members' roles: the steering member may guide a search, the judges never do.
+ORACLE_ROLES: dict[str, list[str]] = {"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}
+ORACLE_NAMES: tuple[str, ...] = ("oracle-0", "oracle-1", "oracle-2")
+
+
+class ResidualBlock(nn.Module):
+    """Two 3x3 conv + batch norm layers with an identity (or strided 1x1) shortcut: ``(B, c_in, H, W) ->
+    (B, c_out, H / stride, W / stride)``."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = nn.Identity() if stride == 1 and c_in == c_out else nn.Sequential(
+            nn.Conv2d(c_in, c_out, 1, stride=stride, bias=False), nn.BatchNorm2d(c_out)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class OracleNet(nn.Module):
+    """A small residual CNN (batch norm, global average pooling): normalised images ``(B, 1, 32, 32)`` ->
+    logits ``(B, num_classes)``.
+
+    A strided 3x3 conv stem (``widths[0]`` channels, 32 -> 16), then one residual block per width, the first at
+    stride 1 and the others halving the resolution (16 -> 8 -> 4 with three widths), global average pooling,
+    dropout and a linear head. The defaults are the judges' architecture.
+    """
+
+    def __init__(self, widths: Sequence[int] = (32, 64, 128), num_classes: int = 10, in_channels: int = 1,
+                 dropout: float = 0.1) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, widths[0], 3, stride=2, padding=1, bias=False),
+            nn.BatchNorm2d(widths[0]), nn.ReLU(),
+        )
+        self.blocks = nn.Sequential(*(ResidualBlock(c_in, c_out, 1 if i == 0 else 2)
+                                      for i, (c_in, c_out) in enumerate(zip((widths[0], *widths), widths))))
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout),
+                                  nn.Linear(widths[-1], num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.stem(x)))
+
+
+class OracleClassifier(nn.Module):
+    """A frozen oracle member on RAW images: ``(B, 1 or 3, 32, 32)`` in [0, 1] -> logits ``(B, 10)`` (RGB is
+    averaged to grey, then normalised as the zoo's classifiers expect). Always in eval mode."""
+
+    def __init__(self, network: OracleNet) -> None:
+        super().__init__()
+        self.network = network.requires_grad_(False)
+        self.eval()
+
+    def train(self, mode: bool = True) -> OracleClassifier:
+        """Stays in eval mode (batch norm and dropout frozen)."""
+        return super().train(False)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if images.shape[1] == 3:
+            images = images.mean(1, keepdim=True)
+        return self.network(normalize(images))
+
+
+def oracle_init_args(cfg: OracleConfig) -> dict:
+    return {"widths": list(cfg.widths), "num_classes": NUM_CLASSES, "in_channels": 1, "dropout": cfg.dropout}
+
+
+def oracle_role(name: str) -> str:
+    """``steering`` or ``judge``, the role of the member ``name``."""
+    return "steering" if name in ORACLE_ROLES["steering"] else "judge"
+
+
+def load_oracle(entry: Path) -> OracleClassifier:
+    """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images."""
+    config = json.loads((entry / "config.json").read_text())
+    network = OracleNet(**config["init_args"])
+    network.load_state_dict(load_file(str(entry / "model.safetensors")))
+    return OracleClassifier(network)
+
+
+def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The oracle's training augmentation on ``(B, 1, 32, 32)`` in [0, 1]: stroke width, elastic, affine, then
+    pixel noise."""
+    images = random_stroke(images, cfg.stroke_prob, cfg.stroke_kernel, generator)
+    images = random_elastic(images, cfg.elastic_prob, cfg.elastic_alpha, cfg.elastic_grid, generator)
+    images = random_affine(images, cfg.max_shift, cfg.max_rotation, cfg.max_scale, generator)
+    return random_noise(images, cfg.noise_prob, cfg.noise_max_std, generator)
+
+
+class OracleTraining(L.LightningModule):
+    """Trains an :class:`OracleNet`: augmented batches, label-smoothed cross entropy, AdamW, linear warm-up then
+    cosine decay."""
+
+    def __init__(self, model: OracleNet, cfg: OracleConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.cfg = cfg
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        images, labels = batch
+        with torch.no_grad():
+            images = augment(images, self.cfg)
+        loss = F.cross_entropy(self.model(normalize(images)), labels, label_smoothing=self.cfg.label_smoothing)
+        self.log("loss", loss, prog_bar=True)
+        return loss
+
+    def configure_optimizers(self):
+        cfg = self.cfg
+        optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        warmup = max(1, cfg.max_steps // 10)
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, cfg.max_steps - warmup))))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
