@@ -12,11 +12,10 @@ from hynea_pl.cli import main
 from hynea_pl.metrics.functional.validity import VERDICTS
 from hynea_pl.schema import read_records
 
-#: The tiny zoo's embedder network (a DigitCNN trained apart from the SUT) as a stand-in judge.
-JUDGE = ["--oracle", "hynea_pl.suts.ClassifierSUT", "--oracle.init_args.model", "hynea_pl.zoo.classifier.DigitCNN",
-         "--oracle.init_args.model.init_args.channels", "[8, 8, 16]", "--oracle.init_args.model.init_args.hidden", "16",
-         "--oracle.init_args.weights", "zoo://tiny/embedder",
-         "--oracle.init_args.preprocess", "{size: 32, channels: 1, mean: [0.5], std: [0.5]}"]
+#: The tiny zoo's judges (tiny_args points the config's oracle at them) and its steering member.
+JUDGE: list[str] = []
+STEER = ["--model.init_args.reference", "hynea_pl.zoo.oracle_sut.ZooOracle",
+         "--model.init_args.reference.init_args.profile", "tiny"]
 
 
 @pytest.mark.slow
@@ -39,11 +38,21 @@ def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failur
 
 
 def test_a_judge_that_also_steers_the_search_is_refused(tmp_path, capsys):
-    steer = [arg.replace("--oracle", "--model.init_args.reference") for arg in JUDGE]
-    assert main(tiny_args(tmp_path, "x", *JUDGE, *steer)) == 2
+    judges_steer = [*STEER, "--model.init_args.reference.init_args.role", "judges"]
+    assert main(tiny_args(tmp_path, "x", *judges_steer)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "must never judge it" in err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_the_steering_member_may_steer_while_the_judges_judge(tiny_zoo, tmp_path):
+    args = tiny_args(tmp_path, "steered", *STEER, "--model.init_args.reference.init_args.role", "steering",
+                     "--model.init_args.reference_weight", "1.0", "--cases.classes", "[1]")
+    assert main(args) == 0
+    (record,) = read_records(tmp_path / "steered" / "records.jsonl")
+    assert record.error is None and record.verdict is not None
+    assert {"reference_origin_label", "reference_result_label"} <= record.diagnostics.keys()
 
 
 def test_without_an_oracle_the_validity_columns_are_empty(tmp_path):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import warnings
 from typing import Any
 
 import lightning as L
+import torch
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
@@ -73,6 +75,7 @@ class CampaignCLI(LightningCLI):
         check_method(self.config)
         self.config_init = self.parser.instantiate_classes(self.config)
         self.model = self.config_init.model
+        check_judge_independent(self.config_init.get("oracle"), getattr(self.model, "reference", None))
 
 
 def check_method(config: Any) -> None:
@@ -91,8 +94,24 @@ def check_method(config: Any) -> None:
             raise ValueError(f"the oracle ({oracle.class_path}) judges {oracle_task} outputs, the SUT is {sut.task}")
         reference = init_args.get("reference")
         if reference is not None and _same_component(reference, oracle):
-            raise ValueError("the oracle is the model.reference that steers the search: a model that steers a search "
-                             "must never judge it (give the oracle other members or another model)")
+            raise ValueError(STEERS_AND_JUDGES)
+
+
+STEERS_AND_JUDGES = ("the oracle is the model.reference that steers the search: a model that steers a search must "
+                     "never judge it (give the oracle other members or another model)")
+
+
+def _weight_digests(module: torch.nn.Module) -> set[tuple]:
+    return {(tuple(p.shape), hashlib.blake2b(p.detach().float().cpu().contiguous().numpy().tobytes(),
+                                             digest_size=16).digest())
+            for p in module.parameters() if p.numel() >= 64}
+
+
+def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.Module | None) -> None:
+    """Refuse a judge that shares weights with the model steering the search (the same network under another
+    config spelling counts too)."""
+    if oracle is not None and reference is not None and _weight_digests(oracle) & _weight_digests(reference):
+        raise ValueError(STEERS_AND_JUDGES)
 
 
 def _same_component(a: Any, b: Any) -> bool:
@@ -115,6 +134,8 @@ def fit(args: list[str]) -> dict:
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
     # lightning 2.6 calls a torch pytree API that torch 2.14 deprecates; nothing for users to act on
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    # a population search trains no parameters (one step = one generation): Lightning's no-op optimizer is intended
+    warnings.filterwarnings("ignore", message=r".*configure_optimizers.* returned .None., this fit will run with no")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
         cli = CampaignCLI(args=args)
