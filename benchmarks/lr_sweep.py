@@ -11,29 +11,23 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from hynea_pl.cli import main
+from campaign_runs import fit_summary
 
 LR_RANGES = [(1e-4, 1e-3), (3e-4, 3e-3), (1e-3, 1e-2)]
 
 
 def run(lr_min: float, lr_max: float, max_steps: int, options: argparse.Namespace) -> dict:
     name = f"lr_{lr_min:g}_{lr_max:g}_steps_{max_steps}"
-    code = main([
-        "fit", "--config", "configs/mnist.yaml",
+    return fit_summary(name, [
         "--model.init_args.lr_min", str(lr_min), "--model.init_args.lr_max", str(lr_max),
         "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(max_steps),
         "--cases.n_per_class", str(options.cases_per_class),
-        "--output.root", str(options.out), "--output.name", name,
-    ])
-    if code != 0:
-        raise SystemExit(f"sweep run {name} failed with exit code {code}")
-    return json.loads((options.out / name / "summary.json").read_text())
+    ], options.out)
 
 
 def main_sweep() -> None:

@@ -13,13 +13,12 @@ member ``oracle-0`` (trained apart from the judges) is the only model a setting 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from hynea_pl.cli import main
+from campaign_runs import fit_summary
 
 STEER = ["--model.init_args.reference", "hynea_pl.zoo.oracle_sut.ZooOracle",
          "--model.init_args.reference.init_args.role", "steering"]
@@ -41,11 +40,7 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
 
 
 def run(name: str, overrides: list[str], options: argparse.Namespace) -> dict:
-    code = main(["fit", "--config", "configs/mnist.yaml", *overrides, "--cases.n_per_class", str(options.cases_per_class),
-                 "--output.root", str(options.out), "--output.name", name])
-    if code != 0:
-        raise SystemExit(f"sweep run {name} failed with exit code {code}")
-    return json.loads((options.out / name / "summary.json").read_text())
+    return fit_summary(name, [*overrides, "--cases.n_per_class", str(options.cases_per_class)], options.out)
 
 
 def main_sweep() -> None:
