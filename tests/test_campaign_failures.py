@@ -12,6 +12,8 @@ from hynea_pl.schema import read_records
 
 CONFIGS = {"hynea": "configs/mnist.yaml", "giftbench-low-1e-4": "configs/mnist_giftbench.yaml",
            "sinvad": "configs/mnist_sinvad.yaml"}
+#: HyNeA's steering reference, pointed at the tiny zoo
+TINY_REFERENCE = ["--model.init_args.reference.init_args.profile", "tiny"]
 
 
 def tiny(config: str, root: Path, name: str, *extra: str) -> list[str]:
@@ -29,7 +31,8 @@ def tiny(config: str, root: Path, name: str, *extra: str) -> list[str]:
 @pytest.mark.parametrize("method", list(CONFIGS))
 def test_flipped_means_the_decision_left_the_origin_for_every_method(method, tiny_zoo, tmp_path):
     """The crafted SUT reads the origin as 0 (target: 1, its runner-up) and every other image as 2."""
-    args = tiny(CONFIGS[method], tmp_path, "third", "--sut.class_path", "tiny_components.ThirdClassSUT",
+    extra = TINY_REFERENCE if method == "hynea" else []
+    args = tiny(CONFIGS[method], tmp_path, "third", *extra, "--sut.class_path", "tiny_components.ThirdClassSUT",
                 "--sut.init_args.model.init_args.channels", "[8, 16]", "--sut.init_args.model.init_args.hidden", "32")
     assert main(args) == 0
     (record,) = read_records(tmp_path / "third" / "records.jsonl")
@@ -58,7 +61,7 @@ def test_giftbench_on_a_detection_config_is_refused_before_any_case(tmp_path, ca
 
 @pytest.mark.slow
 def test_a_case_whose_generator_build_raises_is_recorded_and_the_next_case_runs(tiny_zoo, tmp_path):
-    args = tiny("configs/mnist.yaml", tmp_path, "flaky", "--cases.classes", "[1, 7]",
+    args = tiny("configs/mnist.yaml", tmp_path, "flaky", *TINY_REFERENCE, "--cases.classes", "[1, 7]",
                 "--generator", "tiny_components.FailingBuildLDM", "--generator.init_args.token", str(tmp_path),
                 "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2")
     assert main(args) == 0  # one case failed, the other ran: the campaign succeeds

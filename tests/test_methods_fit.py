@@ -13,7 +13,7 @@ from PIL import Image
 from hynea_pl.cli import main
 
 CONFIGS = {
-    "hynea": ("configs/mnist.yaml",),
+    "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny"),
     "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
     "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
     "sinvad": ("configs/mnist_sinvad.yaml",),
