@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -49,7 +50,9 @@ def fit(module: L.LightningModule, dataset: TensorDataset, batch_size: int, max_
             callbacks=[*(callbacks or []), StepProgressBar(f"zoo {name}", console=console)],
         )
         start = time.perf_counter()
-        trainer.fit(module, loader)
+        with warnings.catch_warnings():  # lightning 2.6 calls a pytree API torch 2.14 deprecates: nothing to act on
+            warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+            trainer.fit(module, loader)
         return time.perf_counter() - start
     finally:
         lightning_log.setLevel(level)
