@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -70,8 +71,6 @@ class RunFolder:
 
     def finish(self) -> dict:
         """Write the grids (``grid.png``, ``grid_valid_failures.png``) and ``summary.json``; return the summary."""
-        import json
-
         records = self.records()
         write_grids(self.path, records)
         summary = summarize_records(records)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import torch
 from diffusers import AutoencoderKL
 from safetensors.torch import load_file
 
