@@ -72,6 +72,13 @@ class Zoo:
             raise ValueError(f"unknown zoo oracle {name!r}; choose one of {list(ORACLE_NAMES)}")
         return load_oracle(self.entries[name])
 
+    def extra(self, name: str):
+        """An on-demand component of this profile (e.g. ``"stylegan"``), built on first use; see
+        :mod:`hynea_pl.zoo.extras`."""
+        from hynea_pl.zoo.extras import load_extra
+
+        return load_extra(self.profile, name)
+
     @staticmethod
     def oracle_names() -> dict[str, list[str]]:
         """``{"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}``: the judges never steer a search."""
@@ -171,10 +178,15 @@ def resolve_zoo_uri(uri: str) -> Path:
     """``zoo://<profile>/<component>`` -> a local path (building the zoo if needed).
 
     Components: ``sut`` / ``embedder`` / ``oracle-0`` / ``oracle-1`` / ``oracle-2`` (state-dict files), ``ldm``
-    (generator folder), ``autoencoder`` (folder).
+    (generator folder), ``autoencoder`` (folder); an extra (e.g. ``stylegan``, :mod:`hynea_pl.zoo.extras`) is built
+    on first use and resolves to its entry.
     """
+    from hynea_pl.zoo.extras import extra_names, resolve_extra
+
     profile, _, component = uri.removeprefix("zoo://").partition("/")
+    if component in extra_names():
+        return resolve_extra(profile, component)
     if component not in COMPONENTS:
-        raise ValueError(f"unknown zoo component in {uri!r}; choose one of {list(COMPONENTS)}")
+        raise ValueError(f"unknown zoo component in {uri!r}; choose one of {list(COMPONENTS) + extra_names()}")
     entry = load_zoo(profile).entries[component]
     return entry / "model.safetensors" if component in STATE_DICT_COMPONENTS else entry

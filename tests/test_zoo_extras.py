@@ -1,0 +1,90 @@
+"""On-demand zoo extras: built on first use only, atomic entries keyed by config, gates in their own quality.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from hynea_pl.zoo import extras
+from hynea_pl.zoo.cache import is_complete
+from hynea_pl.zoo.quality import Gate, ZooQualityError
+
+
+@dataclass(frozen=True)
+class _Train:
+    value: float = 1.0
+
+
+@dataclass(frozen=True)
+class _Gates:
+    min_value: float | None = 0.5
+    max_build_s: float | None = 60.0
+
+
+def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
+    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+
+    def train(cfg, zoo, data, out: Path) -> None:
+        calls.append("train")
+        torch.save({"value": cfg.value, "n_train": len(data.train_labels)}, out / "weights.pt")
+
+    def measure(gate_cfg, entry: Path, zoo, data, out: Path) -> list[Gate]:
+        calls.append("measure")
+        value = torch.load(entry / "weights.pt")["value"]
+        return [Gate("value", value, gate_cfg.min_value)]
+
+    extras.register_extra(extras.ExtraComponent(
+        name="dummy", train_configs={"tiny": _Train()}, gate_configs={"tiny": gates}, train=train,
+        measure=measure, load=lambda entry: torch.load(entry / "weights.pt"), uri_target="weights.pt",
+    ))
+
+
+def test_extra_builds_once_on_first_use_with_its_own_gates(tiny_zoo, monkeypatch):
+    calls: list[str] = []
+    _register(monkeypatch, calls)
+    entry, manifest = extras.extra_paths("tiny", "dummy")
+    assert not is_complete(entry) and not is_complete(manifest)
+    assert tiny_zoo.extra("dummy")["value"] == 1.0
+    assert calls == ["train", "measure"]
+    quality = json.loads((manifest / "quality.json").read_text())
+    assert [g["name"] for g in quality["gates"]] == ["value", "build_time_s"]
+    assert quality["extra"] == "dummy" and quality["gates"][0]["passed"]
+    # cached: nothing is trained or measured again, and zoo:// resolves to the entry's target
+    from hynea_pl.paths import resolve_path
+
+    assert resolve_path("zoo://tiny/dummy") == entry / "weights.pt"
+    assert calls == ["train", "measure"]
+
+
+def test_missed_gate_leaves_no_manifest_and_keeps_the_trained_entry(tiny_zoo, monkeypatch):
+    calls: list[str] = []
+    _register(monkeypatch, calls, _Gates(min_value=2.0))
+    entry, manifest = extras.extra_paths("tiny", "dummy")
+    with pytest.raises(ZooQualityError, match="dummy"):
+        extras.build_extra("tiny", "dummy", verbose=False)
+    assert is_complete(entry) and not manifest.exists()
+    assert not list(entry.parent.glob("*.partial-*"))
+
+
+def test_key_follows_the_train_config_and_unknown_names_fail(tiny_zoo, monkeypatch):
+    _register(monkeypatch, [])
+    entry, manifest = extras.extra_paths("tiny", "dummy")
+    changed = extras.ExtraComponent(**{**extras.get_extra("dummy").__dict__, "train_configs": {"tiny": _Train(2.0)}})
+    extras.register_extra(changed)
+    entry2, manifest2 = extras.extra_paths("tiny", "dummy")
+    assert entry2 != entry and manifest2 != manifest
+    with pytest.raises(ValueError, match="unknown zoo extra 'nope'"):
+        extras.get_extra("nope")
+    with pytest.raises(ValueError, match="no train config for profile 'full'"):
+        extras.extra_paths("full", "dummy")
+
+
+def test_base_zoo_build_does_not_build_extras(tiny_zoo):
+    from hynea_pl.zoo.build import COMPONENTS
+
+    assert not set(extras.BUILTIN_EXTRAS) & set(COMPONENTS)
+    assert set(tiny_zoo.entries) == set(COMPONENTS)
