@@ -60,12 +60,12 @@ def test_giftbench_on_a_detection_config_is_refused_before_any_case(tmp_path, ca
 
 
 @pytest.mark.slow
-def test_a_case_whose_generator_build_raises_is_recorded_and_the_next_case_runs(tiny_zoo, tmp_path):
+def test_a_case_whose_module_build_raises_is_recorded_and_the_next_case_runs(tiny_zoo, tmp_path):
     args = tiny("configs/mnist.yaml", tmp_path, "flaky", *TINY_REFERENCE, "--cases.classes", "[1, 7]",
-                "--generator", "tiny_components.FailingBuildLDM", "--generator.init_args.token", str(tmp_path),
-                "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2")
+                "--model", "tiny_components.FailingBuildHyNeA", "--model.init_args.token", str(tmp_path),
+                "--output.method", "hynea")
     assert main(args) == 0  # one case failed, the other ran: the campaign succeeds
     first, second = read_records(tmp_path / "flaky" / "records.jsonl")
-    assert first.case_id == "c1-0" and "generator build 2 failed on purpose" in first.error
+    assert first.case_id == "c1-0" and "module build 2 failed on purpose" in first.error
     assert first.sut_evals == 0 and first.result_image is None
     assert second.case_id == "c7-0" and second.error is None and second.sut_evals >= 1

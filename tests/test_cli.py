@@ -117,13 +117,17 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
     from hynea_pl.campaign.cases import TestCase
     from hynea_pl.campaign.cli import CampaignCLI
-    from hynea_pl.campaign.runner import case_config
+    from hynea_pl.campaign.runner import build_case
 
     cli = CampaignCLI(args=tiny_args(tmp_path, "cfg")[1:])
+    models = []
     for case in (TestCase("c1-0", 1, 100000, 0), TestCase("c7-2", 7, 700005, 3)):
-        model = cli.parser.instantiate_classes(case_config(cli.config, case, "cfg")).model
+        model, trainer_kwargs = build_case(cli, case, "cfg")
         assert (model.hparams.origin_class, model.hparams.seed) == (case.origin_class, case.seed)
-        assert model.generator is not cli.config_init.model.generator, "a fresh generator wrapper per case"
+        assert model.generator is cli.model.generator and model.sut is cli.model.sut, "frozen parts built once"
+        assert trainer_kwargs["devices"] == 1 and trainer_kwargs["accelerator"] == "cpu"
+        models.append(model)
+    assert models[0] is not models[1] and models[0].hypernet is not models[1].hypernet, "per-case parts are fresh"
 
 
 def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):

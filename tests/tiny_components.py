@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 
-from hynea_pl.generators import ClassConditionalLDM, ClassEmbedding, LatentDiffusionGenerator
-from hynea_pl.suts import ClassifierSUT, Preprocess
+from hynea_pl.generators import ClassConditionalLDM, ClassEmbedding, DiffusionGenerator, LatentDiffusionGenerator
+from hynea_pl.methods import HyNeACase
+from hynea_pl.suts import SUT, ClassifierSUT, Preprocess
 from hynea_pl.zoo.classifier import DigitCNN
 
 LATENT_SHAPE = (4, 8, 8)
@@ -179,12 +180,13 @@ class ThirdClassSUT(ClassifierSUT):
 BUILDS: dict[str, int] = {}
 
 
-class FailingBuildLDM(ClassConditionalLDM):
-    """The zoo LDM, whose ``fail_on``-th build (counted per ``token``) raises: the campaign builds the shared
-    components once, then every case's own, so ``fail_on: 2`` fails the first case's build only."""
+class FailingBuildHyNeA(HyNeACase):
+    """HyNeA whose ``fail_on``-th module build (counted per ``token``) raises: the campaign builds a first module
+    to check the config, then one per case, so ``fail_on: 2`` fails the first case's build only."""
 
-    def __init__(self, token: str = "", fail_on: int = 2, **kwargs: Any) -> None:
+    def __init__(self, generator: DiffusionGenerator, sut: SUT, origin_class: int | None = 0, seed: int = 0,
+                 token: str = "", fail_on: int = 2, **kwargs: Any) -> None:
         BUILDS[token] = BUILDS.get(token, 0) + 1
         if BUILDS[token] == fail_on:
-            raise RuntimeError(f"generator build {fail_on} failed on purpose")
-        super().__init__(**kwargs)
+            raise RuntimeError(f"module build {fail_on} failed on purpose")
+        super().__init__(generator, sut, origin_class=origin_class, seed=seed, **kwargs)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import torch
 from rich.console import Console
@@ -11,6 +12,10 @@ from rich.console import Console
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.progress import StepProgress
 from hynea_pl.suts import SUT
+
+if TYPE_CHECKING:
+    from hynea_pl.campaign.distributed import Shard
+    from hynea_pl.campaign.factory import Components
 
 #: Seeds of class ``c`` start at ``seed + c * CLASS_SEED_STRIDE``, so classes never share an initial noise.
 CLASS_SEED_STRIDE = 100_000
@@ -101,4 +106,20 @@ def select_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: S
         for case in iter_cases(selection, generator, sut):
             cases.append(case)
             progress.update()
+    return cases
+
+
+def select_shared_cases(selection: CaseSelection, components: Components, shard: Shard,
+                        console: Console | None = None) -> list[TestCase]:
+    """Every selected case, the same on every rank: each rank samples and validates the origins of its share of
+    the classes (a class's seeds never depend on another class), then all ranks exchange them."""
+    classes = list(selection.classes)
+    mine = select_cases(replace(selection, classes=shard.take(classes)), components.generator, components.sut,
+                        console=console)
+    if shard.world_size == 1:
+        return mine
+    per_rank = shard.gather(mine)
+    cases = []
+    for index, origin_class in enumerate(classes):
+        cases += [case for case in per_rank[index % shard.world_size] if case.origin_class == origin_class]
     return cases

@@ -14,6 +14,8 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
+from hynea_pl.campaign.distributed import launch
+from hynea_pl.campaign.factory import CaseFactory, build_components
 from hynea_pl.campaign.runner import RunOutput, run_campaign
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
@@ -70,12 +72,23 @@ class CampaignCLI(LightningCLI):
         parser.link_arguments("sut", "model.init_args.sut", apply_on="instantiate")
 
     def instantiate_classes(self) -> None:
-        """Build the shared objects once (generator, SUT, a first model) to fail early on a bad config;
-        per-case objects are built by :func:`run_campaign`."""
+        """Start (or join) the campaign's processes, then build this process's frozen components once (generator,
+        SUT, oracle and the method's nested components) and a first model, to fail early on a bad config. Rank 0
+        builds first (a zoo is built on first use), the other ranks then load what it cached. Per-case objects are
+        built by :func:`run_campaign`."""
         check_method(self.config)
-        self.config_init = self.parser.instantiate_classes(self.config)
-        self.model = self.config_init.model
-        check_judge_independent(self.config_init.get("oracle"), getattr(self.model, "reference", None))
+        self.shard = launch(self.config.trainer)
+        if not self.shard.is_main:
+            self.shard.barrier()
+        try:
+            self.components = build_components(self.config).to(self.shard.device)
+            self.factory = CaseFactory(self.config, self.components)
+            selection = self.config.cases
+            self.model = self.factory.build((selection.classes or [None])[0], selection.seed)
+        finally:
+            if self.shard.is_main:
+                self.shard.barrier()
+        check_judge_independent(self.components.oracle, self.factory.nested("reference"))
 
 
 def check_method(config: Any) -> None:

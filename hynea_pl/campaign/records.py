@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import torch
@@ -22,22 +23,84 @@ def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor
     return diff / diff.max().clamp_min(1e-8)
 
 
+SHARD_GLOB = "records.rank-*.jsonl"
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cut a torn last line (a write killed before its newline) off a JSON-lines file; returns the bytes dropped.
+
+    Every record is written as one line ending in a newline, so a file whose last byte is not a newline ends in a
+    record that was never completely written: its case is simply run again on resume.
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with path.open("rb") as stream:
+        stream.seek(-1, os.SEEK_END)
+        if stream.read(1) == b"\n":
+            return 0
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    with path.open("r+b") as stream:
+        stream.truncate(keep)
+        stream.flush()
+        os.fsync(stream.fileno())
+    dropped = len(data) - keep
+    warnings.warn(f"{path}: dropped a torn last line ({dropped} bytes, a write that was killed); its case runs again",
+                  stacklevel=2)
+    return dropped
+
+
 class RunFolder:
     """Writes a campaign's outputs to ``root/name``.
 
     An existing folder is resumed: the cases already in its ``records.jsonl`` are kept and not run again, so
     no result already written is lost. ``config.yaml`` is the parsed config of the run (``evaluate``, ``replay``
     and ``compare`` read it).
+
+    A sharded campaign's process ``rank`` appends to its own ``records.rank-<rank>.jsonl``; :meth:`consolidate`
+    (rank 0, at start and end) merges every shard into ``records.jsonl``. A rank that dies leaves its shard: its
+    finished cases are kept by the next start, whatever the number of processes then.
     """
 
-    def __init__(self, root: str | Path, name: str) -> None:
+    def __init__(self, root: str | Path, name: str, rank: int | None = None) -> None:
         self.path = Path(root) / name
         self.cases_dir = self.path / "cases"
         self.cases_dir.mkdir(parents=True, exist_ok=True)
         self.records_path = self.path / "records.jsonl"
+        self.append_path = self.records_path if rank is None else self.path / f"records.rank-{rank}.jsonl"
 
     def records(self) -> list[CaseRecord]:
         return read_records(self.records_path) if self.records_path.exists() else []
+
+    def shard_paths(self) -> list[Path]:
+        return sorted(self.path.glob(SHARD_GLOB))
+
+    def consolidate(self, order: list[str] | None = None) -> list[CaseRecord]:
+        """Merge ``records.jsonl`` and every rank's shard into ``records.jsonl`` (torn last lines dropped, a case
+        recorded twice kept once), then remove the shards. Cases are kept in ``records.jsonl``'s order, then in
+        ``order`` (the campaign's case order). Atomic: a kill leaves either the old files or the merged one."""
+        paths = [self.records_path, *self.shard_paths()]
+        for path in paths:
+            drop_torn_tail(path)
+        merged: dict[str, CaseRecord] = {}
+        existing = self.records()
+        for record in existing + [r for path in paths[1:] for r in read_records(path)]:
+            merged.setdefault(record.case_id, record)
+        rank = {cid: i for i, cid in enumerate(order or [])}
+        known = list(dict.fromkeys(r.case_id for r in existing))
+        new = sorted((r for cid, r in merged.items() if cid not in set(known)),
+                     key=lambda r: rank.get(r.case_id, len(rank)))
+        records = [merged[cid] for cid in known] + new
+        if len(paths) > 1 or len(records) != len(existing):
+            staging = self.records_path.with_suffix(".jsonl.tmp")
+            with staging.open("w", encoding="utf-8") as stream:
+                stream.write("".join(record.to_json() + "\n" for record in records))
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(staging, self.records_path)
+            for path in paths[1:]:
+                path.unlink()
+        return records
 
     def done_case_ids(self) -> set[str]:
         return {r.case_id for r in self.records()}
@@ -63,8 +126,10 @@ class RunFolder:
         return self.path / relative, relative
 
     def append(self, record: CaseRecord) -> None:
-        """Append one case's record (one JSON object per line), flushed and fsync'd before returning."""
-        with self.records_path.open("a") as stream:
+        """Append one case's record (one JSON object per line) to this process's records file, flushed and
+        fsync'd before returning."""
+        drop_torn_tail(self.append_path)
+        with self.append_path.open("a") as stream:
             stream.write(record.to_json() + "\n")
             stream.flush()
             os.fsync(stream.fileno())

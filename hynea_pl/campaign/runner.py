@@ -11,17 +11,21 @@ import lightning as L
 import torch
 from lightning.pytorch.loggers import WandbLogger
 from rich.console import Console
+from rich.markup import escape
 
 from hynea_pl.callbacks import CaseImageLogger, FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.campaign.cases import CaseSelection, TestCase, select_cases
+from hynea_pl.campaign.cases import CaseSelection, TestCase, select_shared_cases
+from hynea_pl.campaign.factory import build_trainer_args
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.campaign.summary import summary_table
+from hynea_pl.campaign.tracking import track_campaign
 from hynea_pl.errors import one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional.task import confidence_reduction
 from hynea_pl.metrics.validity import judge_case
 from hynea_pl.objectives import frobenius_distance
+from hynea_pl.progress import StepProgress
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
 
@@ -48,26 +52,27 @@ class RunOutput:
     method: str | None = None
 
 
-def case_config(config: Any, case: TestCase, run_name: str) -> Any:
-    """A copy of the parsed config for one case: its class and seed, and a per-case logger name."""
-    cfg = copy.deepcopy(config)
-    cfg.model.init_args.origin_class = case.origin_class
-    cfg.model.init_args.seed = case.seed
-    cfg.oracle = None  # the judge is built once per campaign, never per case
-    logger = cfg.trainer.get("logger")
+def case_trainer_config(trainer: Any, case: TestCase, run_name: str) -> Any:
+    """A copy of the config's ``trainer`` section for one case: its logger named ``<run>/<case id>`` and, for W&B,
+    grouped under the campaign's run name."""
+    cfg = copy.deepcopy(trainer)
+    logger = cfg.get("logger")
     if logger is not None and hasattr(logger, "get") and logger.get("init_args") is not None:
         if "name" in logger.init_args:
             logger.init_args.name = f"{run_name}/{case.case_id}"
+        if logger.class_path.endswith("WandbLogger") and not logger.init_args.get("group"):
+            logger.init_args.group = run_name
     return cfg
 
 
 def build_case(cli: Any, case: TestCase, run_name: str) -> tuple[TestCaseModule, dict[str, Any]]:
-    """The case's fresh module (its origin handed over when the campaign sampled it) and Trainer arguments."""
-    init = cli.parser.instantiate_classes(case_config(cli.config, case, run_name))
-    model = init.model
+    """The case's fresh module around the process's shared components (its origin handed over when the campaign
+    sampled it) and its Trainer arguments (fresh callbacks and logger, on this process's device)."""
+    model = cli.factory.build(case.origin_class, case.seed)
     if case.origin is not None:
         model.provide_origin(case.origin)
-    return model, dict(vars(init.trainer))
+    trainer_kwargs = build_trainer_args(case_trainer_config(cli.config.trainer, case, run_name))
+    return model, cli.shard.case_trainer_kwargs(trainer_kwargs)
 
 
 def _close_logger(trainer: L.Trainer) -> None:
@@ -144,7 +149,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     record.steps = trainer.global_step if trainer is not None else 0
     if model is not None:
         try:
-            fill_outcome(record, model, folder, cli.config_init.get("oracle"))
+            fill_outcome(record, model, folder, cli.components.oracle)
         except Exception as error:
             record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
     folder.append(record)
@@ -170,32 +175,49 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
 
 
 def run_campaign(cli: Any) -> dict:
-    """Run every selected case not yet recorded in the run folder, then write and print the summary.
+    """Run this process's share of the selected cases not yet recorded in the run folder; rank 0 then merges
+    every shard and writes and prints the summary (other ranks return an empty dict).
 
     Raises :class:`CampaignFailed` (after writing the summary) when every case run here failed.
     """
-    config = cli.config
-    shared = cli.config_init
+    config, shard = cli.config, cli.shard
     output: RunOutput = RunOutput(**vars(config.output))
-    output.method = output.method or shared.model.method_name
+    output.method = output.method or cli.model.method_name
     output.name = output.name.replace("{method}", output.method)
     selection = CaseSelection(**vars(config.cases))
     budget = int(config.budget.max_evals)
-    folder = RunFolder(output.root, output.name)
-    folder.write_config(cli.parser.dump(config, skip_none=False))
+    folder = RunFolder(output.root, output.name, rank=shard.rank if shard.world_size > 1 else None)
+    cases = select_shared_cases(selection, cli.components, shard, console)
+    order = [case.case_id for case in cases]
+    if shard.is_main:
+        folder.write_config(cli.parser.dump(config, skip_none=False))
+        done = {r.case_id for r in folder.consolidate(order)}
+        if done:
+            console.print(f"resuming {folder.path}: {len(done)} case(s) already recorded are kept", soft_wrap=True)
+    shard.barrier()
     done = folder.done_case_ids()
-    if done:
-        console.print(f"resuming {folder.path}: {len(done)} case(s) already recorded are kept")
-    cases = select_cases(selection, shared.model.generator, shared.model.sut, console=console)
     todo = [case for case in cases if case.case_id not in done]
-    records = []
-    for index, case in enumerate(todo, 1):
-        record = run_case(cli, case, output, budget, folder, shared.model.sut.task)
-        records.append(record)
-        console.print(describe(index, len(todo), record), soft_wrap=True)
+    mine = shard.take(todo)
+    task = cli.components.sut.task
+    label = f"{shard.prefix}cases" if shard.world_size > 1 else "cases"
+    flipped = valid = 0
+    with StepProgress(label, len(mine), unit="case", interval_s=0.0, console=console) as progress:
+        for index, case in enumerate(mine, 1):
+            record = run_case(cli, case, output, budget, folder, task)
+            flipped += bool(record.flipped)
+            valid += record.verdict == "valid_failure"
+            console.print(escape(shard.prefix) + describe(index, len(mine), record), soft_wrap=True)
+            progress.set_status(f"{flipped} flipped" + (f", {valid} valid failures" if cli.components.oracle else ""))
+            progress.update()
+    shard.barrier()
+    if not shard.is_main:
+        return {}
+    records = folder.consolidate(order)
     summary = folder.finish()
+    track_campaign(cli.config.trainer, output.name, records, folder.path, summary)
     console.print(summary_table(f"{output.method} on {output.name}", summary))
     console.print(f"outputs: {folder.path}/ (records.jsonl, summary.json, grid.png, cases/)")
-    if records and all(r.error for r in records):
-        raise CampaignFailed(f"every case failed ({len(records)}/{len(records)}); first error: {records[0].error}")
+    ran = [r for r in records if r.case_id in {case.case_id for case in todo}]
+    if ran and all(r.error for r in ran):
+        raise CampaignFailed(f"every case failed ({len(ran)}/{len(ran)}); first error: {ran[0].error}")
     return summary

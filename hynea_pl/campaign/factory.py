@@ -1,0 +1,95 @@
+"""Per-case modules that share one process's frozen components.
+
+A campaign builds the frozen components once per process: the ``generator``, the ``sut``, the ``oracle`` and any
+component nested in the method's arguments (e.g. HyNeA's ``reference``). Each test case then gets only what is its
+own: a fresh module (HyperNet and projector, or population) built around those shared objects, and a fresh
+Trainer with fresh callbacks and logger.
+
+Shared components must be frozen (no state that a case changes); the campaign test
+``test_cases_share_no_state`` checks this by comparing a multi-case run with each case run alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from jsonargparse import ArgumentParser, Namespace
+from jsonargparse.typing import import_object
+from lightning.pytorch import Trainer
+from lightning.pytorch.cli import LightningArgumentParser
+
+from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.methods.base import TestCaseModule
+from hynea_pl.suts import SUT
+
+#: Model arguments the campaign fills per case (the others come from the config, built once).
+CASE_ARGS = ("generator", "sut", "origin_class", "seed")
+
+
+@dataclass
+class Components:
+    """The frozen components of a campaign process: built once, shared by every case."""
+
+    generator: DiffusionGenerator
+    sut: SUT
+    oracle: SUT | None = None
+
+    def to(self, device: torch.device) -> Components:
+        for module in (self.generator, self.sut, self.oracle):
+            if module is not None:
+                module.to(device)
+        return self
+
+
+def _plain(value: Any) -> Any:
+    return value.as_dict() if isinstance(value, Namespace) else value
+
+
+def build_components(config: Namespace) -> Components:
+    """Instantiate the config's ``generator``, ``sut`` and optional ``oracle`` (``class_path`` + ``init_args``)."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(DiffusionGenerator, "generator", required=True)
+    parser.add_subclass_arguments(SUT, "sut", required=True)
+    parser.add_subclass_arguments(SUT, "oracle", required=False)
+    values = {"generator": _plain(config.generator), "sut": _plain(config.sut)}
+    if config.get("oracle") is not None:
+        values["oracle"] = _plain(config.oracle)
+    init = parser.instantiate_classes(parser.parse_object(values))
+    return Components(init.generator, init.sut, init.get("oracle"))
+
+
+class CaseFactory:
+    """Builds a case's module: ``model_class(generator, sut, origin_class, seed, **shared_args)``, where
+    ``shared_args`` are the config's ``model.init_args`` with their nested components instantiated once."""
+
+    def __init__(self, config: Namespace, components: Components) -> None:
+        self.model_class: type[TestCaseModule] = import_object(config.model.class_path)
+        self.components = components
+        parser = ArgumentParser(exit_on_error=False)
+        parser.add_class_arguments(self.model_class, "model", skip=set(CASE_ARGS))
+        init_args = {k: v for k, v in _plain(config.model.get("init_args") or Namespace()).items()
+                     if k not in CASE_ARGS}
+        built = parser.instantiate_classes(parser.parse_object({"model": init_args}), instantiate_groups=False)
+        self.shared_args: dict[str, Any] = dict(vars(built.model))
+
+    def build(self, origin_class: int | None, seed: int) -> TestCaseModule:
+        """A fresh module for one case, around the shared components."""
+        return self.model_class(generator=self.components.generator, sut=self.components.sut,
+                                origin_class=origin_class, seed=seed, **self.shared_args)
+
+    def nested(self, name: str) -> Any:
+        """A shared nested component of the method (e.g. ``reference``), or ``None``."""
+        return self.shared_args.get(name)
+
+
+def build_trainer_args(trainer: Namespace) -> dict[str, Any]:
+    """The config's ``trainer`` arguments with fresh callbacks and logger, instantiated now for one case."""
+    parser = LightningArgumentParser(exit_on_error=False)
+    parser.add_lightning_class_args(Trainer, "trainer")
+    built = parser.instantiate_classes(parser.parse_object({"trainer": _plain(trainer)}), instantiate_groups=False)
+    return dict(vars(built.trainer))
+
+
+__all__ = ["CASE_ARGS", "CaseFactory", "Components", "build_components", "build_trainer_args"]
