@@ -48,7 +48,7 @@ from hynea_pl.zoo.profiles import ZooProfile, get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
 
 #: ``name -> module`` that registers the extra on import (looked up lazily: the base zoo never imports them).
-BUILTIN_EXTRAS: dict[str, str] = {}
+BUILTIN_EXTRAS: dict[str, str] = {"stylegan": "hynea_pl.zoo.stylegan_build"}
 
 _REGISTRY: dict[str, "ExtraComponent"] = {}
 
