@@ -12,6 +12,7 @@ Shared components must be frozen (no state that a case changes); the campaign te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -84,10 +85,16 @@ class CaseFactory:
         return self.shared_args.get(name)
 
 
-def build_trainer_args(trainer: Namespace) -> dict[str, Any]:
-    """The config's ``trainer`` arguments with fresh callbacks and logger, instantiated now for one case."""
+@lru_cache(maxsize=1)
+def _trainer_parser() -> LightningArgumentParser:
     parser = LightningArgumentParser(exit_on_error=False)
     parser.add_lightning_class_args(Trainer, "trainer")
+    return parser
+
+
+def build_trainer_args(trainer: Namespace) -> dict[str, Any]:
+    """The config's ``trainer`` arguments with fresh callbacks and logger, instantiated now for one case."""
+    parser = _trainer_parser()
     built = parser.instantiate_classes(parser.parse_object({"trainer": _plain(trainer)}), instantiate_groups=False)
     return dict(vars(built.trainer))
 
