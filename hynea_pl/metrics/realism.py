@@ -222,8 +222,8 @@ def _stack(run_dir: Path, paths: Sequence[str]) -> Tensor:
 
 def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module | str, reference: Tensor | None,
                 batch_size: int = 64, **options: Any) -> dict[str, Any]:
-    """Realism of a run folder's result images and, as the generator's baseline, of its origins:
-    ``{"results": scores, "origins": scores}`` (scores of :func:`realism_scores`; ``options`` go to it), over the
+    """Realism of a run folder's result images, of the valid failures' results alone and, as the generator's
+    baseline, of its origins: ``{"results": scores, "valid_failures": scores, "origins": scores}`` (scores of :func:`realism_scores`; ``options`` go to it), over the
     cases that ran and have both images. ``features``: a module or a :func:`realism_features` name. Missing
     weights, no reference, too few cases or unreadable images give ``unavailable_entry`` values instead."""
     run_dir = Path(run_dir)
@@ -241,6 +241,14 @@ def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module
         for key, attr in (("results", "result_image"), ("origins", "origin_image")):
             feats = embed(features, _stack(run_dir, [getattr(r, attr) for r in cases]).to(device), batch_size)
             out[key] = realism_from_features(feats, ref, feature_name(features), **options)
+        valid = [r for r in cases if r.verdict == "valid_failure"]
+        if len(valid) >= 2:  # the inputs that count: realism of the valid failures alone (their own sample size)
+            feats = embed(features, _stack(run_dir, [r.result_image for r in valid]).to(device), batch_size)
+            out["valid_failures"] = realism_from_features(feats, ref, feature_name(features), **options)
+        else:
+            out["valid_failures"] = unavailable_entry(MetricUnavailable(
+                f"realism of valid failures needs >= 2 of them, the run has {len(valid)}"))
         return out
     except (MetricUnavailable, OSError) as exc:
-        return {"results": unavailable_entry(exc), "origins": unavailable_entry(exc)}
+        return {"results": unavailable_entry(exc), "origins": unavailable_entry(exc),
+                "valid_failures": unavailable_entry(exc)}

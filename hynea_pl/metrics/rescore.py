@@ -301,9 +301,13 @@ def evaluate_run(
 
         realism = run_realism(run_dir, ok, realism_features, realism_reference, batch_size=batch_size)
         row["realism"] = realism
-        for key in ("fid", "kid_mean", "kid_std"):
-            results = realism["results"]
-            row[key] = results.get(key) if "unavailable" not in results else unavailable_entry(results["unavailable"])
+        for group, suffix in (("results", ""), ("valid_failures", "_valid_failures")):
+            scores = realism[group]
+            for key in ("fid", "kid_mean", "kid_std"):
+                row[key + suffix] = (scores.get(key) if "unavailable" not in scores
+                                     else unavailable_entry(scores["unavailable"]))
+            if "unavailable" not in scores:
+                row["n_realism" + suffix] = scores.get("n_images")
     row = to_record_value(row)
     if write:
         with open(run_dir / "metrics.json", "w", encoding="utf-8") as fh:

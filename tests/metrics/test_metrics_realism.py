@@ -141,12 +141,17 @@ def test_run_realism_scores_results_and_origins_of_a_run_folder(tmp_path):
         origin = rng.integers(0, 128, (32, 32, 3), dtype=np.uint8)
         Image.fromarray(origin).save(tmp_path / f"cases/{i}_o.png")
         Image.fromarray(origin + 100).save(tmp_path / f"cases/{i}_r.png")  # results: brighter than the reference
+        verdict = "valid_failure" if i < 5 else "no_flip"
         records.append(CaseRecord(**base, case_id=f"c1-{i}", seed=i, origin_image=f"cases/{i}_o.png",
-                                  result_image=f"cases/{i}_r.png"))
+                                  result_image=f"cases/{i}_r.png", verdict=verdict))
     records.append(CaseRecord(**base, case_id="c1-99", seed=99, error="oom"))  # an error case is left out
     reference = torch.rand(40, 1, 32, 32) * 0.5
     out = run_realism(tmp_path, records, GreyPool(), reference, kid_subsets=10)
     assert set(out["results"]) == KEYS and out["results"]["n_images"] == 12 and out["results"]["kid_subsets"] == 10
+    assert out["valid_failures"]["n_images"] == 5, "the valid failures alone, with their own sample size"
+    for r in records[1:5]:
+        r.verdict = "semantic_change"
+    assert ">= 2 of them" in run_realism(tmp_path, records, GreyPool(), reference)["valid_failures"]["unavailable"]
     assert out["results"]["features"] == "GreyPool" and out["origins"]["n_reference"] == 40
     assert out["results"]["fid"] > out["origins"]["fid"] and out["results"]["kid_mean"] > out["origins"]["kid_mean"]
 
