@@ -10,7 +10,8 @@ functional twins in :mod:`hynea_pl.metrics.functional`.
 - Human study: :class:`FleissKappa`, :class:`WilcoxonSignedRank`, :class:`CohensD`.
 - Weights: :class:`MetricUnavailable`, :func:`unavailable_entry`, :func:`metric_entry`.
 - Realism against real images: :class:`Realism`, :func:`realism_scores` (FID / KID / PRDC on chosen features),
-  :func:`realism_features`, :func:`mnist_reference`, :func:`run_realism`.
+  :func:`realism_features`, :func:`run_realism` (the zoo's features and reference digits:
+  :mod:`hynea_pl.zoo.realism`).
 - Re-scoring a run folder: :func:`evaluate_run`.
 """
 
@@ -26,7 +27,7 @@ from hynea_pl.metrics.image import (
     ScreeningGate,
     frechet_distance,
 )
-from hynea_pl.metrics.realism import Realism, mnist_reference, realism_features, realism_scores, run_realism
+from hynea_pl.metrics.realism import Realism, realism_features, realism_scores, run_realism
 from hynea_pl.metrics.rescore import evaluate_run
 from hynea_pl.metrics.search import (
     ClassEscapeMatrix,
@@ -90,7 +91,6 @@ __all__ = [
     "evaluate_run",
     "frechet_distance",
     "metric_entry",
-    "mnist_reference",
     "ms_ssim",
     "realism_features",
     "realism_scores",

@@ -1,7 +1,7 @@
 """Realism of generated test inputs: FID, KID and precision / recall / density / coverage against real images.
 
 Features come from any module ``images (B, C, H, W) in [0, 1] -> (B, D)``: the zoo embedder for MNIST
-(:func:`realism_features` ``("zoo:full")``) or torchvision Inception-v3 from a local weights file
+(:func:`hynea_pl.zoo.realism.zoo_realism_features`) or torchvision Inception-v3 from a local weights file
 (``"inception"``; :class:`MetricUnavailable` when missing). Images are embedded once; the features then go to
 torchmetrics' :class:`~torchmetrics.image.fid.FrechetInceptionDistance` and
 :class:`~torchmetrics.image.kid.KernelInceptionDistance` (through an identity feature module, float64) and to
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from hynea_pl.metrics.backbones import InceptionFeatures
 from hynea_pl.metrics.embedding import embed
 from hynea_pl.metrics.weights import MetricUnavailable, unavailable_entry
 
-__all__ = ["Realism", "mnist_reference", "realism_features", "realism_from_features", "realism_scores", "run_realism"]
+__all__ = ["Realism", "realism_features", "realism_from_features", "realism_scores", "run_realism"]
 
 #: KID subset size when not given: min(KID_SUBSET_SIZE, n_images, n_reference).
 KID_SUBSET_SIZE = 50
@@ -186,29 +186,13 @@ class Realism(Metric):
 
 def realism_features(name: str = "inception", weights_path: str | Path | None = None) -> nn.Module:
     """A named features module: ``"inception"`` (torchvision Inception-v3 pool features, 2048-d, from
-    ``weights_path`` or the torch hub cache; :class:`MetricUnavailable` when missing) or ``"zoo:<profile>"``
-    (the zoo's embedder, penultimate features; builds the zoo on first use)."""
+    ``weights_path`` or the torch hub cache; :class:`MetricUnavailable` when missing). The MNIST zoo's embedder
+    features are :func:`hynea_pl.zoo.realism.zoo_realism_features` (this module imports nothing of the zoo)."""
     if name == "inception":
         module: nn.Module = InceptionFeatures(weights_path)
         module.realism_name = "inception_v3"
         return module
-    if name.startswith("zoo:"):
-        from hynea_pl.zoo import load_zoo
-
-        profile = name.removeprefix("zoo:")
-        module = load_zoo(profile).embedder()
-        module.realism_name = f"zoo:{profile}/embedder"
-        return module
-    raise ValueError(f"unknown realism features {name!r}: use 'inception' or 'zoo:<profile>'")
-
-
-def mnist_reference(profile: str = "full") -> Tensor:
-    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on."""
-    from hynea_pl.zoo import get_profile
-    from hynea_pl.zoo.data import load_digits
-
-    data = get_profile(profile).data
-    return load_digits(data.n_test, data.split_seed, data.n_train).test_images
+    raise ValueError(f"unknown realism features {name!r}: use 'inception', or pass a features module")
 
 
 def _stack(run_dir: Path, paths: Sequence[str]) -> Tensor:
@@ -220,11 +204,13 @@ def _stack(run_dir: Path, paths: Sequence[str]) -> Tensor:
     return torch.stack(images)
 
 
-def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module | str, reference: Tensor | None,
+def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module | str | Callable[[], nn.Module],
+                reference: Tensor | None,
                 batch_size: int = 64, **options: Any) -> dict[str, Any]:
     """Realism of a run folder's result images, of the valid failures' results alone and, as the generator's
     baseline, of its origins: ``{"results": scores, "valid_failures": scores, "origins": scores}`` (scores of :func:`realism_scores`; ``options`` go to it), over the
-    cases that ran and have both images. ``features``: a module or a :func:`realism_features` name. Missing
+    cases that ran and have both images. ``features``: a module, a :func:`realism_features` name or a factory
+    called only when there is something to score. Missing
     weights, no reference, too few cases or unreadable images give ``unavailable_entry`` values instead."""
     run_dir = Path(run_dir)
     cases = [r for r in records if r.is_case and r.ok and r.origin_image and r.result_image]
@@ -235,6 +221,8 @@ def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module
             raise MetricUnavailable(f"realism needs >= 2 cases with images, the run has {len(cases)}")
         if isinstance(features, str):
             features = realism_features(features)
+        elif not isinstance(features, nn.Module):
+            features = features()
         device = next(iter(features.parameters()), reference).device
         ref = embed(features, reference.to(device), batch_size)
         out = {}

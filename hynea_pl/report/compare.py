@@ -51,16 +51,18 @@ def run_embedder_name(run_dir: Path | str) -> str:
     return f"zoo://{profile}" if profile else "resnet50"
 
 
-def run_realism_inputs(run_dir: Path | str) -> tuple[str, Any]:
+def run_realism_inputs(run_dir: Path | str) -> tuple[str | Callable[[], Any], Any]:
     """Features and real reference images for a run's FID / KID: the zoo embedder and the zoo's 1000 held-out
     digits for a zoo run; Inception features and no reference otherwise (reported unavailable: a real setup
     needs its own reference images, ``evaluate_run(..., realism_reference=...)``)."""
     profile = run_zoo_profile(run_dir)
     if profile is None:
         return "inception", None
-    from hynea_pl.metrics.realism import mnist_reference
+    from functools import partial
 
-    return f"zoo:{profile}", mnist_reference(profile)
+    from hynea_pl.zoo.realism import held_out_digits, zoo_realism_features
+
+    return partial(zoo_realism_features, profile), held_out_digits(profile)
 
 
 def load_embedder(name: str, run_dir: Path | str | None = None) -> Callable[[Tensor], Tensor] | str | None:

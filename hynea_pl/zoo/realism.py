@@ -1,0 +1,26 @@
+"""The zoo's realism inputs: its embedder as the features of FID / KID / PRDC, and its held-out digits as the
+real reference. The metrics (:mod:`hynea_pl.metrics.realism`) know nothing of the zoo; the zoo hands them these."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from hynea_pl.zoo.build import load_zoo
+from hynea_pl.zoo.data import load_digits
+from hynea_pl.zoo.profiles import get_profile
+
+__all__ = ["held_out_digits", "zoo_realism_features"]
+
+
+def zoo_realism_features(profile: str = "full") -> nn.Module:
+    """The zoo embedder's penultimate features ``(B, 1, 32, 32) in [0, 1] -> (B, D)``, named
+    ``zoo:<profile>/embedder`` in realism entries; builds the zoo on first use."""
+    module = load_zoo(profile).embedder()
+    module.realism_name = f"zoo:{profile}/embedder"
+    return module
+
+
+def held_out_digits(profile: str = "full") -> Tensor:
+    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on."""
+    data = get_profile(profile).data
+    return load_digits(data.n_test, data.split_seed, data.n_train).test_images
