@@ -309,3 +309,43 @@ class TruncationProbeCase(PopulationSearchCase):
 
     def record_diagnostics(self) -> dict[str, Any]:
         return dict(self.info)
+
+
+# ---------------------------------------------------------------------- Table 1 of the truncation study
+def table1_row(run_dir, embedder=None) -> dict[str, Any]:
+    """Table 1's columns for a run folder of a probe (or any method), with the validity oracle in place of the
+    human annotators and the embedder's mean pairwise L2 distance in place of LPIPS (no LPIPS weights here):
+
+    - ``seeds``: seeds drawn (each case's seed plus the seeds the campaign skipped to find a valid origin);
+    - ``frontiers``: cases whose SUT decision flipped; ``screened``: frontiers that passed the SSIM / L2 screening;
+    - ``valid``: frontiers the oracle judges still read as the origin's class (``verdict == "valid_failure"``);
+    - ``valid_rate`` = valid / frontiers, ``fault_rate`` = valid / seeds, ``seeds_per_valid`` = seeds / valid;
+    - ``diversity``: mean pairwise distance of the valid results' embeddings (``None`` without an embedder or
+      with fewer than two valid results).
+    """
+    from pathlib import Path
+
+    from hynea_pl.images import load_image
+    from hynea_pl.metrics.embedding import embed
+    from hynea_pl.metrics.functional.search import seeds_per_valid
+    from hynea_pl.schema import read_records
+
+    run_dir = Path(run_dir)
+    records = [r for r in read_records(run_dir / "records.jsonl") if r.error is None]
+    seeds = sum(1 + (r.skipped_seeds or 0) for r in records)
+    frontiers = [r for r in records if r.flipped]
+    screened = [r for r in frontiers if ((r.diagnostics or {}).get("screening") or {}).get("passed")]
+    valid = [r for r in frontiers if r.verdict == "valid_failure"]
+    diversity = None
+    if embedder is not None and len(valid) >= 2:
+        images = torch.stack([load_image(run_dir / r.result_image) for r in valid])
+        features = embed(embedder, images).double()
+        distances = torch.cdist(features, features)
+        n = len(valid)
+        diversity = float(distances.sum() / (n * (n - 1)))
+    return {"method": records[0].method if records else None, "seeds": seeds, "frontiers": len(frontiers),
+            "screened": len(screened), "valid": len(valid),
+            "valid_rate": len(valid) / len(frontiers) if frontiers else None,
+            "fault_rate": len(valid) / seeds if seeds else None,
+            "seeds_per_valid": seeds_per_valid(seeds, len(valid)), "diversity": diversity,
+            "diversity_features": "zoo embedder L2 (LPIPS substitute)" if diversity is not None else None}

@@ -145,3 +145,28 @@ def test_the_probes_refuse_a_truncated_origin_and_unknown_modes():
         TruncationProbeCase(StyleGANGenerator(network=CraftedGAN(), truncation_psi=0.7), threshold_sut(0.5))
     with pytest.raises(ValueError, match="unknown truncation probe mode"):
         crafted_case(0.5, mode="zigzag")
+
+
+def test_table1_row_counts_seeds_frontiers_and_valid_inputs(tmp_path):
+    from torchvision.utils import save_image
+
+    from baselines.truncation import table1_row
+    from hynea_pl.schema import CaseRecord
+
+    (tmp_path / "cases").mkdir()
+    rows = []
+    for i, (flipped, verdict, skipped, passed) in enumerate(
+            [(True, "valid_failure", 0, True), (True, "semantic_change", 2, False), (False, "no_flip", 1, None),
+             (True, "valid_failure", 0, False)]):
+        save_image(torch.full((1, 32, 32), i / 4), tmp_path / "cases" / f"{i}.png")
+        rows.append(CaseRecord(method="truncation-style-mix", run="r", task="multiclass", case_id=f"c0-{i}", seed=i,
+                               origin_class=0, skipped_seeds=skipped, flipped=flipped, verdict=verdict,
+                               result_image=f"cases/{i}.png",
+                               diagnostics={"screening": None if passed is None else {"passed": passed}}))
+    (tmp_path / "records.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    row = table1_row(tmp_path, embedder=lambda images: images.flatten(1))
+    assert (row["seeds"], row["frontiers"], row["screened"], row["valid"]) == (7, 3, 1, 2)
+    assert row["valid_rate"] == pytest.approx(2 / 3) and row["fault_rate"] == pytest.approx(2 / 7)
+    assert row["seeds_per_valid"] == pytest.approx(3.5)
+    # grey 0 vs 0.75 over 32 x 32 pixels (save_image writes 3 channels): 0.75 * sqrt(3 * 1024)
+    assert row["diversity"] == pytest.approx(0.75 * (3 * 1024) ** 0.5, rel=0.02)
