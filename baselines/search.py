@@ -16,12 +16,16 @@
 Subclasses define the genome and operators through four hooks: :meth:`initial_population`, :meth:`render`,
 :meth:`fitness` and :meth:`next_generation` (plus :meth:`is_found` when the search looks for something other than
 a flip, e.g. a target class).
+
+:class:`ProbeSearchCase` is the one-image-per-step variant (the truncation probes, ``cfg-first-flip``): its search
+is a plan that yields one genome at a time and reads each one's SUT output.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Generator, Sequence
 from typing import Any
 
 import torch
@@ -70,6 +74,11 @@ def draw_parents(n_parents: int, rng: torch.Generator) -> tuple[int, int]:
 def randn_like_on_cpu(x: Tensor, rng: torch.Generator) -> Tensor:
     """Standard normal noise shaped like ``x`` drawn from a CPU generator (identical on every device)."""
     return torch.randn(x.shape, generator=rng, dtype=torch.float32).to(x.device, x.dtype)
+
+
+def descends_from(values: Sequence[float], start: float) -> bool:
+    """Whether a probe schedule starts at ``start`` (the origin's setting) and strictly descends from there."""
+    return bool(values) and values[0] == start and all(b < a for a, b in zip(values, values[1:]))
 
 
 def origin_margin(logits: Tensor, label: int) -> Tensor:
@@ -309,3 +318,100 @@ class PopulationSearchCase(TestCaseModule):
             result.image, result.output = images[idx:idx + 1].detach(), outputs[idx:idx + 1].detach()
             result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.objective, self.target))
             result.found, result.step = is_found, self.global_step + 1
+
+
+# ---------------------------------------------------------------------- one probe image per step
+#: A probe: the genome ``(1, ...)`` to render and score, and its entry for the step's history.
+Probe = tuple[Tensor, dict[str, Any]]
+
+
+class ProbeSearchCase(PopulationSearchCase):
+    """Base of a probe search (the truncation probes, ``cfg-first-flip``): one Lightning training step renders one
+    genome ``(1, ...)`` and costs at most one SUT evaluation (a genome already scored in the case is free).
+
+    A subclass writes its search as :meth:`plan`, a Python generator that yields :data:`Probe` s and is sent each
+    probe's SUT output ``(K,)``; meanwhile ``probe_image (1, C, H, W)`` / ``probe_output (K,)`` hold the last probe.
+    :meth:`keep_probe` makes a probe the case's result; until then the result is the origin (step 0). ``info`` is
+    what the record's ``diagnostics`` hold; ``info["probes"]`` counts the images rendered. The case stops when the
+    plan ends (or the budget / ``max_steps`` first).
+    """
+
+    method_name = "probe"
+
+    def __init__(
+        self,
+        generator: DiffusionGenerator,
+        sut: SUT,
+        origin_class: int | None = 0,
+        seed: int = 0,
+        target: int | None = None,
+        search_seed: int | None = None,
+    ) -> None:
+        super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target, population_size=1,
+                         survivors=1, search_seed=search_seed)
+        self.info: dict[str, Any] = {}
+        self.probe_image: Tensor | None = None
+        self.probe_output: Tensor | None = None
+        self._plan: Generator[Probe, Tensor, None] | None = None
+        self._next: Probe | None = None
+
+    @property
+    def evals_per_step(self) -> int:
+        return 1
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def setup_probes(self) -> None:
+        """Called once the origin exists, before the plan starts (fill ``info``, precompute latents)."""
+
+    def plan(self) -> Generator[Probe, Tensor, None]:
+        """Yield probes, receive each one's SUT output ``(K,)``; return to end the case."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ shared machinery
+    def setup_search(self) -> None:
+        self.setup_probes()
+        self.info.setdefault("probes", 0)
+        result = self.result  # until a probe is kept, the case's result is its origin
+        result.image, result.output, result.step = self.origin_image, self.origin_output, 0
+        result.behaviour_loss = float(self.sut.behaviour_loss(self.origin_output, self.objective, self.target))
+        self._plan = self.plan()
+        self._next = next(self._plan, None)
+
+    def probe_flipped(self, output: Tensor) -> bool:
+        """Whether one probe's output ``(K,)`` left the origin's decision (``SUT.is_flipped``, the shared test)."""
+        return bool(self.sut.is_flipped(output[None], self.origin_output, self.target)[0])
+
+    def keep_probe(self, found: bool, image: Tensor | None = None, output: Tensor | None = None) -> None:
+        """Make ``image (1, C, H, W)`` / ``output (K,)`` (default: the last probe's) the case's result."""
+        result = self.result
+        result.image = (self.probe_image if image is None else image).detach()
+        result.output = (self.probe_output if output is None else output)[None].detach()
+        result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.objective, self.target))
+        result.found, result.step = found, self.global_step + 1
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict:
+        if self._next is None:  # the plan is over (or ended before any probe)
+            if self._trainer is not None:
+                self.trainer.should_stop = True
+            return {"loss": torch.tensor(0.0), "found": self.result.found}
+        genome, meta = self._next
+        with torch.no_grad():
+            outputs, fresh, images = self.evaluate(genome)
+            self.probe_image = images[:1] if bool(fresh[0]) else self.render(genome)
+            self.probe_output = outputs[0]
+            self.info["probes"] += 1
+            try:
+                self._next = self._plan.send(self.probe_output)
+            except StopIteration:
+                self._next = None
+        entry = {"step": self.global_step + 1, **meta, "label": int(self.sut.prediction(outputs)[0]),
+                 "found": self.result.found, "n_scored": int(fresh.sum())}
+        self.result.history.append(entry)
+        if self._trainer is not None:
+            self.optimizers().step()  # one probe = one optimisation step (``trainer.global_step``)
+            if self._next is None:
+                self.trainer.should_stop = True
+        return {"loss": torch.tensor(float(self.result.behaviour_loss)), "found": self.result.found}
+
+    def record_diagnostics(self) -> dict[str, Any]:
+        return dict(self.info)

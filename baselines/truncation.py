@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from baselines.search import PopulationSearchCase
+from baselines.search import Probe, ProbeSearchCase, descends_from
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.metrics.functional.image import l2_distance, ssim
 from hynea_pl.metrics.functional.search import ADAPTIVE_PSI_SCHEDULE, FIXED_PSI_SCHEDULE
@@ -55,7 +55,7 @@ def resolve_schedule(schedule: str | Sequence[float]) -> tuple[float, ...]:
     values = SCHEDULES.get(schedule) if isinstance(schedule, str) else tuple(float(p) for p in schedule)
     if values is None:
         raise ValueError(f"unknown truncation schedule {schedule!r}; choose one of {sorted(SCHEDULES)} or a list")
-    if not values or values[0] != 1.0 or any(b >= a for a, b in zip(values, values[1:])) or values[-1] <= 0:
+    if not descends_from(values, 1.0) or values[-1] <= 0:
         raise ValueError(f"a truncation schedule descends from 1.0 and stays above 0, got {list(values)}")
     return values
 
@@ -110,11 +110,9 @@ def screen(candidate: Tensor, source: Tensor, ssim_min: float = 0.95, l2_max: fl
 
 
 # ---------------------------------------------------------------------- the case
-Probe = tuple[Tensor, dict[str, Any]]
-
-
-class TruncationProbeCase(PopulationSearchCase):
-    """One truncation-probe test case (one seed of one class).
+class TruncationProbeCase(ProbeSearchCase):
+    """One truncation-probe test case (one seed of one class); one probe image per step
+    (:class:`baselines.search.ProbeSearchCase`).
 
     Args:
         generator: the frozen style-based GAN; the origin is ``x_1.0`` (give it ``truncation_psi: 1.0``).
@@ -151,8 +149,8 @@ class TruncationProbeCase(PopulationSearchCase):
         l2_max: float = 0.2,
         search_seed: int | None = None,
     ) -> None:
-        super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target, population_size=1,
-                         survivors=1, search_seed=search_seed)
+        super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
+                         search_seed=search_seed)
         if not isinstance(generator, StyleGANGenerator):
             raise TypeError(f"the truncation probes need a style-based GAN (StyleGANGenerator), "
                             f"got {type(generator).__name__}")
@@ -171,9 +169,6 @@ class TruncationProbeCase(PopulationSearchCase):
             raise ValueError(f"layer sets must be non-empty subsets of 0..{generator.num_ws - 1}, got {bad}")
         self.ssim_min, self.l2_max = ssim_min, l2_max
         self.method_name = self.display_name({"mode": mode, "schedule": schedule})
-        self.info: dict[str, Any] = {}
-        self._plan: Generator[Probe, Tensor, None] | None = None
-        self._next: Probe | None = None
 
     @classmethod
     def display_name(cls, init_args: dict) -> str:
@@ -183,12 +178,8 @@ class TruncationProbeCase(PopulationSearchCase):
         schedule = init_args.get("schedule", "fixed")
         return f"truncation-first-flip-{schedule if isinstance(schedule, str) else 'custom'}"
 
-    @property
-    def evals_per_step(self) -> int:
-        return 1
-
     # ------------------------------------------------------------------ case setup
-    def setup_search(self) -> None:
+    def setup_probes(self) -> None:
         c = int(self.origin_class)
         self.w_c = self.generator.mapping(self.noise, c)
         probs = self.origin_output.float().softmax(-1)[0]
@@ -196,11 +187,9 @@ class TruncationProbeCase(PopulationSearchCase):
         self.rivals = top_rivals(probs, c, self.top_k)
         self.info = {"mode": self.mode, "schedule": list(self.schedule), "baseline": self.baseline,
                      "salvaged_at": None, "probes": 0, "screening": None}
-        result = self.result  # until a probe flips, the case's result is its origin
-        result.image, result.output, result.step = self.origin_image, self.origin_output, 0
-        result.behaviour_loss = float(self.sut.behaviour_loss(self.origin_output, self.objective, self.target))
-        self._plan = self._first_flip() if self.mode == "first-flip" else self._style_mix()
-        self._next = next(self._plan, None)
+
+    def plan(self) -> Generator[Probe, Tensor, None]:
+        return self._first_flip() if self.mode == "first-flip" else self._style_mix()
 
     def _truncated(self, psi: float, c: int) -> Tensor:
         return self.generator.truncate(self.w_c if c == self.origin_class else self.generator.mapping(self.noise, c),
@@ -208,9 +197,6 @@ class TruncationProbeCase(PopulationSearchCase):
 
     def _accepts(self, output: Tensor) -> dict[str, Any]:
         return acceptance(output.float().softmax(-1).reshape(-1), int(self.origin_class), self.p_min, self.delta)
-
-    def _flipped(self, output: Tensor) -> bool:
-        return bool(self.sut.is_flipped(output[None], self.origin_output, self.target)[0])
 
     # ------------------------------------------------------------------ Algorithm 2
     def _first_flip(self) -> Generator[Probe, Tensor, None]:
@@ -220,11 +206,11 @@ class TruncationProbeCase(PopulationSearchCase):
             return
         for psi in self.schedule[1:]:
             output = yield self._truncated(psi, int(self.origin_class)), {"psi": psi}
-            if self._flipped(output):
+            if self.probe_flipped(output):
                 if accepted:
                     self.info["psi_star"] = psi
-                    self._keep(found=True)
-                    self.info["screening"] = screen(self._image, self.origin_image, self.ssim_min, self.l2_max)
+                    self.keep_probe(found=True)
+                    self.info["screening"] = screen(self.probe_image, self.origin_image, self.ssim_min, self.l2_max)
                     return
                 self.info["dropped"] = f"flipped at psi {psi} before the gate passed"
                 return
@@ -241,7 +227,7 @@ class TruncationProbeCase(PopulationSearchCase):
                 gate, source = self.baseline, self.origin_image
             else:
                 output = yield w_cb, {"psi": b, "source": True}
-                gate, source = self._accepts(output), self._image
+                gate, source = self._accepts(output), self.probe_image
             if not gate["passed"]:
                 continue
             if b != 1.0 and not self.baseline["passed"] and self.info["salvaged_at"] is None:
@@ -250,65 +236,30 @@ class TruncationProbeCase(PopulationSearchCase):
                 w_rb = self._truncated(b, rival)
                 for layers in self.layer_sets:
                     output = yield style_mix(w_cb, w_rb, layers, 1.0), {"psi": b, "rival": rival, "lambda": 1.0}
-                    if not self._flipped(output):
+                    if not self.probe_flipped(output):
                         continue
-                    best, best_image, best_output = 1.0, self._image, output
+                    best, best_image, best_output = 1.0, self.probe_image, output
                     lo, hi = 0.0, 1.0
                     for _ in range(self.search_steps):
                         mid = (lo + hi) / 2
                         output = yield style_mix(w_cb, w_rb, layers, mid), {"psi": b, "rival": rival, "lambda": mid}
-                        if self._flipped(output):
-                            hi, best, best_image, best_output = mid, mid, self._image, output
+                        if self.probe_flipped(output):
+                            hi, best, best_image, best_output = mid, mid, self.probe_image, output
                         else:
                             lo = mid
                     screening = screen(best_image, source, self.ssim_min, self.l2_max)
                     frontier = {"psi": b, "rival": rival, "lambda": best, "layers": layers, "screening": screening}
                     self.info.setdefault("candidates", []).append(frontier)
                     if screening["passed"] or not self.result.found and self.info.get("frontier") is None:
-                        self._keep(found=screening["passed"], image=best_image, output=best_output)
+                        self.keep_probe(found=screening["passed"], image=best_image, output=best_output)
                         self.info.update(frontier)
                         self.info["frontier"] = screening["passed"]
                     if screening["passed"]:
                         return
 
-    # ------------------------------------------------------------------ one probe per step
-    def _keep(self, found: bool, image: Tensor | None = None, output: Tensor | None = None) -> None:
-        result = self.result
-        result.image = (self._image if image is None else image).detach()
-        result.output = (self._output if output is None else output)[None].detach()
-        result.behaviour_loss = float(self.sut.behaviour_loss(result.output, self.objective, self.target))
-        result.found, result.step = found, self.global_step + 1
-
-    def training_step(self, batch: Any, batch_idx: int) -> dict:
-        if self._next is None:  # the plan is over (or the seed was dropped before any probe)
-            if self._trainer is not None:
-                self.trainer.should_stop = True
-            return {"loss": torch.tensor(0.0), "found": self.result.found}
-        ws, meta = self._next
-        with torch.no_grad():
-            outputs, fresh, images = self.evaluate(ws)
-            self._image = images[:1] if bool(fresh[0]) else self.render(ws)
-            self._output = outputs[0]
-            self.info["probes"] += 1
-            try:
-                self._next = self._plan.send(self._output)
-            except StopIteration:
-                self._next = None
-        step = self.global_step + 1
-        entry = {"step": step, **meta, "label": int(self.sut.prediction(outputs)[0]),
-                 "found": self.result.found, "n_scored": int(fresh.sum())}
-        self.result.history.append(entry)
-        if self._trainer is not None:
-            self.optimizers().step()
-            if self._next is None:
-                self.trainer.should_stop = True
-        return {"loss": torch.tensor(float(self.result.behaviour_loss)), "found": self.result.found}
-
+    # ------------------------------------------------------------------ rendering a probe
     def render(self, genomes: Tensor) -> Tensor:
         return self.generator.synthesis(genomes)
-
-    def record_diagnostics(self) -> dict[str, Any]:
-        return dict(self.info)
 
 
 # ---------------------------------------------------------------------- Table 1 of the truncation study
