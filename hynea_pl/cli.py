@@ -90,6 +90,7 @@ def _compare(args: list[str]) -> int:
         compare_runs,
         display_rows,
         origin_mismatches,
+        origin_statement,
         write_comparison,
     )
 
@@ -119,6 +120,7 @@ def _compare(args: list[str]) -> int:
     console = Console(width=200)
     console.print(rich_table)
     console.print(note)
+    console.print(origin_statement(options.run_dirs))
     markdown, csv = write_comparison(table, options.out or options.run_dirs[0].parent, note)
     console.print(f"wrote {markdown} and {csv}")
     return 0

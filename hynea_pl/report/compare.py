@@ -1,10 +1,17 @@
 """Compare methods: one row per run folder, scored by the shared metric module (``evaluate_run``).
 
 ``python -m hynea_pl compare runs/A runs/B ...`` prints the table and writes ``compare.md`` and ``compare.csv``.
+
+Origins: two runs start from identical origin images only when the case has the same (seed, class) *and* the same
+generator samples it (each run's ``config.yaml``: class path, ``pretrained`` and the sampling settings). The
+GAN-based methods (truncation probes, Mimicry: ``StyleGANGenerator``) start from the GAN's image of the seed, not
+the LDM's: ``compare`` says so (the ``origins`` column, the origin warning and the note of ``compare.md``) and
+never calls such origins identical.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,11 @@ COLUMNS = ("method", "n_cases", "flip_rate", "misclassification_rate", "valid_fa
            "fid", "kid_mean", "fid_valid_failures", "kid_mean_valid_failures", "n_realism_valid_failures",
            "diversity", "trace_difference")
 REFERENCE_METHOD = "hynea"
+#: Generator settings that never change a sampled image (gradients and memory only): ignored when comparing origins.
+GRADIENT_ONLY_SETTINGS = frozenset({"gradient_checkpointing", "grad_steps"})
+DIFFERENT_GENERATOR = "same (seed, class), different generator: origins are not identical images"
+UNKNOWN_GENERATOR = ("same (seed, class), generator not recorded (no config.yaml): origins are not known to be "
+                     "identical")
 
 
 def _value(entry: Any) -> Any:
@@ -31,13 +43,19 @@ def _value(entry: Any) -> Any:
     return entry.get("value") if isinstance(entry, dict) else entry
 
 
-def run_zoo_profile(run_dir: Path | str) -> str | None:
-    """The zoo profile a run's generator came from (its ``config.yaml``), ``None`` for any other generator."""
+def run_generator(run_dir: Path | str) -> dict[str, Any] | None:
+    """The ``generator`` section of a run's ``config.yaml`` as ``{"class_path", "init_args"}``; ``None`` without
+    the file."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return None
-    config = yaml.safe_load(path.read_text()) or {}
-    pretrained = str(((config.get("generator") or {}).get("init_args") or {}).get("pretrained") or "")
+    generator = (yaml.safe_load(path.read_text()) or {}).get("generator") or {}
+    return {"class_path": generator.get("class_path"), "init_args": dict(generator.get("init_args") or {})}
+
+
+def run_zoo_profile(run_dir: Path | str) -> str | None:
+    """The zoo profile a run's generator came from (its ``config.yaml``), ``None`` for any other generator."""
+    pretrained = str(((run_generator(run_dir) or {}).get("init_args") or {}).get("pretrained") or "")
     return pretrained.removeprefix("zoo://").split("/")[0] if pretrained.startswith("zoo://") else None
 
 
@@ -78,18 +96,81 @@ def load_embedder(name: str, run_dir: Path | str | None = None) -> Callable[[Ten
     return None if name == "none" else name
 
 
+def _origin_key(generator: dict[str, Any] | None, run_dir: str) -> str:
+    """What fixes a run's origin images besides (seed, class): the generator's class and every setting that can
+    change a sampled image. A run without ``config.yaml`` gets a key of its own (never assumed identical)."""
+    if generator is None:
+        return f"unknown:{run_dir}"
+    settings = {k: v for k, v in generator["init_args"].items() if k not in GRADIENT_ONLY_SETTINGS}
+    return json.dumps({"class_path": generator["class_path"], "init_args": settings}, sort_keys=True, default=str)
+
+
+def origin_generators(run_dirs: Sequence[Path | str]) -> dict[str, tuple[str, str]]:
+    """``{run: (origin key, label)}``: runs with equal keys sample identical origin images for a (seed, class).
+    The label is the generator's class and ``pretrained`` (``ClassConditionalLDM(zoo://full/ldm)``), plus the
+    settings that tell apart two generators of one label (``[guidance_scale=5.0]``)."""
+    generators = {str(run): run_generator(run) for run in run_dirs}
+    keys = {run: _origin_key(generator, run) for run, generator in generators.items()}
+    base: dict[str, str] = {}
+    for run, generator in generators.items():
+        if generator is None:
+            base[run] = f"unknown generator (no config.yaml in {run})"
+            continue
+        name = str(generator["class_path"]).rsplit(".", 1)[-1]
+        pretrained = generator["init_args"].get("pretrained")
+        base[run] = f"{name}({pretrained})" if pretrained else name
+    labels = {}
+    for run, generator in generators.items():
+        twins = [generators[o] for o in generators if base[o] == base[run] and keys[o] != keys[run]]
+        own = (generator or {}).get("init_args") or {}
+        differing = sorted({k for twin in twins for k in {*own, *twin["init_args"]}
+                            if k not in GRADIENT_ONLY_SETTINGS and own.get(k) != twin["init_args"].get(k)})
+        extra = f" [{', '.join(f'{k}={own.get(k)}' for k in differing)}]" if differing else ""
+        labels[run] = (keys[run], base[run] + extra)
+    return labels
+
+
+def origin_groups(run_dirs: Sequence[Path | str]) -> list[tuple[str, list[str]]]:
+    """Runs grouped by the generator that samples their origins, in order: ``[(label, [run, ...]), ...]``. Runs of
+    one group start from identical origin images for a (seed, class); runs of different groups do not."""
+    groups: dict[str, tuple[str, list[str]]] = {}
+    for run, (key, label) in origin_generators(run_dirs).items():
+        groups.setdefault(key, (label, []))[1].append(run)
+    return list(groups.values())
+
+
+def origin_statement(run_dirs: Sequence[Path | str]) -> str:
+    """Which runs share their origin images and which do not (markdown; for ``compare.md``)."""
+    groups = origin_groups(run_dirs)
+    if len(groups) <= 1:
+        label = groups[0][0] if groups else "-"
+        return f"Origin images: every run samples them with the same generator, {label}."
+    lines = [f"Origin images by generator: the runs of one group share their origin images (for the same (seed, "
+             f"class)); across groups: {DIFFERENT_GENERATOR}."]
+    lines += [f"- {label}: {', '.join(runs)}" for label, runs in groups]
+    return "\n".join(lines)
+
+
 def origin_mismatches(run_dirs: Sequence[Path]) -> list[str]:
-    """Cases whose origin (seed, class) differs between runs; ``[]`` when every run started from the same origins.
+    """Cases whose origin differs between runs: another (seed, class), or the same (seed, class) sampled by another
+    generator (a GAN-based method starts from the GAN's image of the seed, not the LDM's); ``[]`` when every run
+    started from identical origin images.
 
     Only cases present in several runs are compared (a run may select fewer cases)."""
-    seen: dict[str, tuple[Any, Any, str]] = {}
+    generators = origin_generators(run_dirs)
+    seen: dict[str, tuple[tuple[Any, Any], str, str, str]] = {}
     problems = []
     for run_dir in run_dirs:
+        key, label = generators[str(run_dir)]
         for record in read_records(Path(run_dir) / "records.jsonl"):
-            key = (record.seed, record.origin_class)
-            first = seen.setdefault(record.case_id, (*key, str(run_dir)))
-            if first[:2] != key:
-                problems.append(f"{record.case_id}: seed/class {first[:2]} in {first[2]} but {key} in {run_dir}")
+            coords = (record.seed, record.origin_class)
+            first = seen.setdefault(record.case_id, (coords, key, label, str(run_dir)))
+            if first[0] != coords:
+                problems.append(f"{record.case_id}: seed/class {first[0]} in {first[3]} but {coords} in {run_dir}")
+            elif first[1] != key:
+                unknown = first[1].startswith("unknown:") or key.startswith("unknown:")
+                why = UNKNOWN_GENERATOR if unknown else DIFFERENT_GENERATOR
+                problems.append(f"{record.case_id}: {why} ({first[3]}: {first[2]}; {run_dir}: {label})")
     return problems
 
 
@@ -100,7 +181,9 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
     ``embedder``: a callable, or a name for :func:`load_embedder` (default ``auto``: each run's own).
     ``hynea_eval_ratio`` = the reference method's mean SUT evaluations per case over *all* cases divided by the
     row's (cases that never flip count with what they spent, so a method that rarely flips is not flattered by
-    a median over its few flips). It is empty when no run is the reference method.
+    a median over its few flips). It is empty when no run is the reference method. ``origins`` (second column):
+    the generator that sampled the run's origins (:func:`origin_generators`); rows with different ones did not
+    start from identical origin images.
     """
     rows = []
     loaded: dict[str, Any] = {}
@@ -123,6 +206,8 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
         table.insert(len(COLUMNS), "hynea_eval_ratio", float(ref.iloc[0]) / table["mean_sut_evals_all"])
     else:
         table.insert(len(COLUMNS), "hynea_eval_ratio", None)
+    generators = origin_generators(run_dirs)
+    table.insert(1, "origins", [generators[str(run)][1] for run in run_dirs])  # one generator = one set of origins
     return table
 
 
@@ -149,10 +234,12 @@ def format_value(value: Any) -> str:
 
 
 def write_comparison(table: pd.DataFrame, out_dir: Path | str, note: str = "") -> tuple[Path, Path]:
-    """Write ``compare.md`` and ``compare.csv`` into ``out_dir``."""
+    """Write ``compare.md`` (the table, ``note`` and :func:`origin_statement` of the table's runs) and
+    ``compare.csv`` into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     markdown, csv = out / "compare.md", out / "compare.csv"
-    markdown.write_text(to_markdown(table, note))
+    origins = origin_statement(list(table["run"])) if "run" in table and len(table) else ""
+    markdown.write_text(to_markdown(table, "\n\n".join(part for part in (note, origins) if part)))
     table.to_csv(csv, index=False)
     return markdown, csv
