@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: the records already written are kept", file=sys.stderr)
         return 130
+    except SystemExit as stop:  # Lightning turns SIGTERM into a SystemExit without a code, which would exit 0
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if isinstance(stop, SIGTERMException):
+            print("terminated (SIGTERM): the records and zoo entries already written are kept", file=sys.stderr)
+            return 143
+        raise
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         return 2

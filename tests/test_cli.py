@@ -164,3 +164,26 @@ def test_help_documents_the_options(capsys):
         main(["fit", "--model.help", "hynea_pl.methods.HyNeACase"])
     out = capsys.readouterr().out
     assert "--model.lr_max" in out and "--model.pct_start" in out
+
+
+def test_sigterm_during_a_command_exits_143_not_0(monkeypatch, capsys):
+    """Lightning raises SIGTERMException (a SystemExit without a code, i.e. exit 0) when a fit is terminated: a killed
+    `zoo build` or campaign must not report success to `make` or a scheduler."""
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    import hynea_pl.cli as cli
+
+    def terminated(args):
+        raise SIGTERMException
+
+    monkeypatch.setitem(cli.COMMANDS, "fit", terminated)
+    assert main(["fit"]) == 143
+    assert "SIGTERM" in capsys.readouterr().err
+
+    def plain_exit(args):
+        raise SystemExit(3)
+
+    monkeypatch.setitem(cli.COMMANDS, "fit", plain_exit)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit"])
+    assert exit_info.value.code == 3
