@@ -4,8 +4,9 @@ As HyNeA's authors ran it (``../shared/REFERENCE.md``, Mimicry; HyNeA paper 4.3,
 
 - origin latent ``w0`` from the case's ``(seed, class)``: ``z0 = generator.initial_noise(seed)``, the origin image
   is ``synthesis(w0)`` (so the origin is a GAN image, not the LDM's image of the same seed);
-- a second latent ``wn`` of the SUT's second most likely class on the origin (the case's target), from a second
-  ``z`` drawn from the case's search seed;
+- a second latent ``wn`` of the SUT's second most likely class on the origin (the case's target), from the first
+  ``z`` drawn from the case's search seed (with the default ``search_seed = seed`` that is ``z0`` itself, rendered for
+  the rival class);
 - genome = one interpolation weight ``alpha`` per style layer in the mixing range ``layers`` (default: all
   ``num_ws``); the mixed style of layer ``l`` is ``w_avg + alpha_l (wn - w_avg) + (1 - alpha_l)(w0 - w_avg)``
   (:func:`mixed_styles`); the other layers keep ``w0``;
@@ -18,6 +19,31 @@ As HyNeA's authors ran it (``../shared/REFERENCE.md``, Mimicry; HyNeA paper 4.3,
 
 The record's ``diagnostics`` hold the rival class (``wn``'s class), the origin truncation ``psi``, the mixed layers
 and the ``alphas`` of the result.
+
+Binary multi-label task (a :class:`~hynea_pl.suts.BinaryAttributeSUT`, e.g. CelebA's 40 attributes; HyNeA paper
+Table 1 reports Mimicry on CelebA). The papers say only that Mimicry used the same loss terms as HyNeA and that it
+"struggles due to the absence of clear target classes": with an unconditional face GAN no latent is "of" a target
+attribute. The rest is our reading, stated here and in ``configs/ffhq_mimicry_stylegan2.yaml``:
+
+- the target is the SUT's tested attribute (``SUT.default_target``); a case looks for the tested attribute flipped,
+  ``SUT.is_flipped`` (the tested logit's sign differs from the origin's), the stop every method shares;
+- the objectives stay HyNeA's image distance and the SUT's own ``behaviour_loss`` (BCE over the attribute logits
+  toward the origin's decisions with the tested one inverted, paper eq. 5);
+- there is no rival class, so ``wn`` is the latent of a second ``z`` drawn from the case's search seed under the
+  origin's condition (none for an unconditional GAN): the draws after the stream's first ``(1, z_dim)`` draw, which
+  is skipped because with the default ``search_seed`` (= ``seed``) it is the origin's own ``z`` (``wn`` would be
+  ``w0`` and the search would have nothing to mix). ``rival_draws = 1`` (default; our reading of the paper's setup):
+  that draw as it is, read by no SUT (free); nothing makes it carry the flipped attribute, consistent with the
+  paper's "no target of the required semantic class" and its misclassification rate of 0.01 on CelebA.
+  ``rival_draws = k > 1`` (a stronger variant, not the paper's): ``z_1 .. z_k`` are drawn up front, ``wn`` is the first
+  whose image the SUT reads with the tested attribute flipped, else ``z_1``; the images are read one at a time at the
+  start of the first generation, each read is one SUT evaluation (``sut_evals``), and ``evals_per_step`` counts the
+  pending reads, so the budget still never overruns;
+- ties in fitness are broken by the tested logit signed toward the origin's decision (the shared
+  :func:`baselines.search.attribute_margin`);
+- ``diagnostics``: ``rival`` is ``None`` (no class); ``rival_draw`` (0-based index of the draw used),
+  ``rival_flipped`` (whether the SUT read ``wn``'s image flipped; ``None`` when not read) and ``rival_evals`` (the SUT
+  evaluations the choice cost) are added.
 """
 
 from __future__ import annotations
@@ -89,10 +115,11 @@ class MimicryCase(PopulationSearchCase):
         generations: generations after the initial population (25: 2600 fresh images at most); ``None``: until the
             budget.
         layers: the W+ layers mixed (one alpha each); ``None``: all of them.
+        rival_draws: binary task only: ``z`` draws tried for ``wn`` (see the module doc); 1 = a plain second draw.
     """
 
     method_name = "mimicry"
-    supported_tasks = ("multiclass",)
+    supported_tasks = ("multiclass", "binary")
 
     def __init__(
         self,
@@ -106,6 +133,7 @@ class MimicryCase(PopulationSearchCase):
         layers: list[int] | None = None,
         search_seed: int | None = None,
         chunk_size: int | None = None,
+        rival_draws: int = 1,
     ) -> None:
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
                          population_size=population_size, survivors=population_size, search_seed=search_seed,
@@ -119,22 +147,61 @@ class MimicryCase(PopulationSearchCase):
         bad = [i for i in self.layers if not 0 <= i < generator.num_ws]
         if bad or not self.layers:
             raise ValueError(f"layers must be a non-empty subset of 0..{generator.num_ws - 1}, got {layers}")
+        if rival_draws < 1:
+            raise ValueError(f"rival_draws must be >= 1, got {rival_draws}")
+        if rival_draws != 1 and getattr(sut, "task", None) != "binary":
+            raise ValueError("rival_draws is for a binary SUT: a multiclass wn is a latent of the rival class")
+        self.rival_draws = rival_draws
         self._distances: dict[bytes, Tensor] = {}
         self._result_alphas: list[float] | None = None
+        self._pending_rivals: Tensor | None = None  # binary task: the draws z (k, z_dim) wn is not chosen from yet
+        self.rival_info: dict[str, Any] = {"rival_draw": None, "rival_flipped": None, "rival_evals": 0}
 
     @property
     def evals_per_step(self) -> int:
-        """Every generation asks for ``population_size`` new individuals (pymoo removes duplicates)."""
-        return self.population_size
+        """Every generation asks for ``population_size`` new individuals (pymoo removes duplicates); the first
+        one of a binary case also reads at most the pending ``wn`` candidates."""
+        pending = 0 if self._pending_rivals is None else self._pending_rivals.shape[0]
+        return self.population_size + pending
 
     def setup_search(self) -> None:
         gen, c = self.generator, self.origin_class
         self.w0 = gen.styles(self.noise, c)
-        z_rival = torch.randn((1, gen.z_dim), generator=self.rng).to(self.noise.device)
-        self.rival = int(self.target[0])
-        self.wn = gen.styles(z_rival, self.rival)
+        if self.sut.task == "binary":
+            self.rival = None
+            # skip the stream's first z: with the default search seed (= seed) it is the origin's own z
+            draws = [torch.randn((1, gen.z_dim), generator=self.rng) for _ in range(1 + self.rival_draws)][1:]
+            self._pending_rivals = torch.cat(draws).to(self.noise.device)
+            if self.rival_draws == 1:
+                self.choose_rival()  # the only draw is the fallback: nothing to read
+        else:
+            z_rival = torch.randn((1, gen.z_dim), generator=self.rng).to(self.noise.device)
+            self.rival = int(self.target[0])
+            self.wn = gen.styles(z_rival, self.rival)
         self.centre = gen.w_avg(c)
         self.algorithm, self.problem = make_algorithm(len(self.layers), self.population_size, self.search_seed)
+
+    @torch.no_grad()
+    def choose_rival(self) -> None:
+        """Binary task: ``wn (1, num_ws, w_dim)`` = the styles of the first pending draw whose image the SUT reads
+        with the tested attribute flipped (``SUT.is_flipped``), else of the first draw. Images are read one at a
+        time, one SUT evaluation each; a single draw is taken as it is, unread."""
+        draws, self._pending_rivals = self._pending_rivals, None
+        first = self.generator.styles(draws[:1], self.origin_class)
+        self.wn = first
+        self.rival_info = {"rival_draw": 0, "rival_flipped": None, "rival_evals": 0}
+        if draws.shape[0] == 1:
+            return
+        self.rival_info["rival_flipped"] = False
+        for k in range(draws.shape[0]):
+            ws = first if k == 0 else self.generator.styles(draws[k:k + 1], self.origin_class)
+            output = self.sut(self.generator.synthesis(ws))
+            self.sut_evals += 1
+            self.rival_info["rival_evals"] = k + 1
+            if bool(self.sut.is_flipped(output, self.origin_output, self.target)[0]):
+                self.wn = ws
+                self.rival_info.update(rival_draw=k, rival_flipped=True)
+                return
 
     def render(self, genomes: Tensor) -> Tensor:
         images = self.generator.synthesis(mixed_styles(genomes, self.w0, self.wn, self.centre, self.layers))
@@ -154,6 +221,8 @@ class MimicryCase(PopulationSearchCase):
 
     def training_step(self, batch: Any, batch_idx: int) -> dict:
         with torch.no_grad():
+            if self._pending_rivals is not None:  # binary task, first generation: choose wn (counted evaluations)
+                self.choose_rival()
             asked = self.algorithm.ask()
             genomes = torch.as_tensor(np.asarray(asked.get("X")), dtype=torch.float32, device=self.noise.device)
             outputs, fresh, images = self.evaluate(genomes)
@@ -190,5 +259,6 @@ class MimicryCase(PopulationSearchCase):
         base = super().record_diagnostics()
         if not hasattr(self, "rival"):
             return base
-        return {**base, "rival": self.rival, "psi": self.generator.truncation_psi, "layers": self.layers,
+        info = {**base, "rival": self.rival, "psi": self.generator.truncation_psi, "layers": self.layers,
                 "alphas": self._result_alphas, "algorithm": "pymoo.AGEMOEA2(LHS)"}
+        return {**info, **self.rival_info} if self.sut.task == "binary" else info

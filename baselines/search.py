@@ -91,6 +91,14 @@ def origin_margin(logits: Tensor, label: int) -> Tensor:
     return own - others.max(dim=1).values
 
 
+def attribute_margin(logits: Tensor, origin_logits: Tensor, attribute: int) -> Tensor:
+    """``(B,)``: the tested attribute's logit of ``logits (B, K)`` signed toward the origin's decision on
+    ``origin_logits (1, K)`` (``+logit`` when the origin reads it present, i.e. ``> 0``; ``-logit`` otherwise):
+    positive while the decision holds, lower = closer to (or further past) the flip."""
+    sign = 1.0 if float(origin_logits[0, attribute]) > 0 else -1.0
+    return sign * logits[:, attribute]
+
+
 # ---------------------------------------------------------------------- the Lightning search case
 class PopulationSearchCase(TestCaseModule):
     """Base of a population-based test case (manual optimisation, one training step = one generation).
@@ -296,7 +304,10 @@ class PopulationSearchCase(TestCaseModule):
         return {"loss": torch.tensor(generation_best), "found": any_found}
 
     def margin(self, outputs: Tensor) -> Tensor:
-        """Tie-breaker between equal fitness values: the origin label's logit margin (lower = closer to a flip)."""
+        """Tie-breaker between equal fitness values (lower = closer to a flip): a binary SUT's tested logit toward the
+        origin's side (:func:`attribute_margin`), else the origin label's logit margin."""
+        if self.sut.task == "binary":
+            return attribute_margin(outputs.float(), self.origin_output.float(), int(self.target[0]))
         if outputs.ndim == 2 and outputs.shape[1] >= 2:
             return origin_margin(outputs.float(), self.origin_label)
         return torch.zeros(outputs.shape[0], device=outputs.device)

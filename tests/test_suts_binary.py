@@ -68,6 +68,10 @@ def test_flip_is_a_sign_change_of_the_tested_logit():
     assert sut.is_flipped(only_first, ORIGIN, torch.tensor([2, 2])).tolist() == [True, False]
     # the target of a binary case is the change itself: it is reached exactly when the attribute flips
     assert sut.reaches_target(only_first, ORIGIN, torch.tensor([2, 2])).tolist() == [True, False]
+    # one case's target (1,) against a population of its images (one origin): every row is tested on that attribute
+    population = ORIGIN[:1].repeat(3, 1)
+    population[1, 2] = -population[1, 2]
+    assert sut.is_flipped(population, ORIGIN[:1], torch.tensor([2])).tolist() == [False, True, False]
 
 
 def test_the_origin_is_explicit_and_must_match():

@@ -5,15 +5,25 @@
 - :class:`CraftedGAN`: a generator whose image is a constant grey level ``mean over layers of ws[..., 0]`` mapped to
   [0, 1]: class 0 maps to +1 on every layer, every other class to -1, the per-class centre ``w_avg`` is -1; so the
   origin (class 0) is white and truncation at ``psi`` gives grey level ``psi``;
-- :func:`threshold_sut`: a SUT that reads class 0 while the mean grey level is >= ``threshold`` and class 1 below.
+- :func:`threshold_sut`: a SUT that reads class 0 while the mean grey level is >= ``threshold`` and class 1 below;
+- :func:`write_nvidia_pickle`: an NVIDIA-style snapshot ``{"G_ema": ...}`` of the random generator plus its code
+  directory (``TinyClassGenerator``: StyleGAN-XL's per-class ``w_avg (c_dim, w_dim)``; ``c_dim=0``: unconditional);
+- :class:`CraftedUnconditionalGAN` (``c_dim == 0``): the grey level of ``z``'s image is ``tanh(z[0])`` in [-1, 1];
+  :func:`attribute_sut`: a binary SUT whose tested attribute (index 0 of 3 logits) is present while the mean grey
+  level is >= ``threshold``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import pickle
+import sys
+from pathlib import Path
+
 import torch
 from torch import nn
 
-from hynea_pl.suts import ClassifierSUT
+from hynea_pl.suts import BinaryAttributeSUT, ClassifierSUT
 
 RANDOM_GENERATOR_SOURCE = '''
 import torch
@@ -56,7 +66,42 @@ class TinyGenerator(nn.Module):
 
     def forward(self, z, c, truncation_psi=1, truncation_cutoff=None, **synthesis_kwargs):
         return self.synthesis(self.mapping(z, c, truncation_psi, truncation_cutoff), **synthesis_kwargs)
+
+
+class TinyClassGenerator(TinyGenerator):
+    """StyleGAN-XL's layout: one truncation centre per class, mapping.w_avg (c_dim, w_dim)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.mapping.register_buffer("w_avg", 0.1 * torch.randn(self.c_dim, self.w_dim))
 '''
+
+#: The module name the random generator's pickles refer to (their code directory must provide it).
+NVIDIA_MODULE = "my_nvidia_gan"
+
+
+def write_nvidia_pickle(folder: Path, class_name: str = "TinyGenerator", **init_args: object) -> tuple[Path, Path]:
+    """Write ``folder/code/my_nvidia_gan.py`` and ``folder/network-snapshot.pkl`` = ``{"G_ema": <class_name>(
+    **init_args)}``; return ``(pickle, code directory)``. The module is imported only while pickling, so loading the
+    pickle needs its code directory (``code_path``)."""
+    code = folder / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    (code / f"{NVIDIA_MODULE}.py").write_text(RANDOM_GENERATOR_SOURCE)
+    spec = importlib.util.spec_from_file_location(NVIDIA_MODULE, code / f"{NVIDIA_MODULE}.py")
+    module = importlib.util.module_from_spec(spec)
+    previous = sys.modules.get(NVIDIA_MODULE)
+    sys.modules[NVIDIA_MODULE] = module
+    try:
+        spec.loader.exec_module(module)
+        path = folder / "network-snapshot.pkl"
+        with open(path, "wb") as f:
+            pickle.dump({"G_ema": getattr(module, class_name)(**init_args)}, f)
+    finally:
+        if previous is None:
+            sys.modules.pop(NVIDIA_MODULE, None)
+        else:
+            sys.modules[NVIDIA_MODULE] = previous
+    return path, code
 
 
 class _CraftedMapping(nn.Module):
@@ -121,3 +166,51 @@ def threshold_sut(threshold: float, sharpness: float = 200.0, cap: float | None 
     """Class 0 while the mean grey level is >= ``threshold`` (ties read 0), class 1 below; other classes never.
     Above ``cap`` (when given) class 0 wins only narrowly (p ~ 0.6): such a seed fails the acceptance gate."""
     return CountingSUT(_Threshold(threshold, sharpness, cap))
+
+
+class _CraftedUnconditionalMapping(nn.Module):
+    def __init__(self, num_ws: int, w_dim: int) -> None:
+        super().__init__()
+        self.num_ws, self.w_dim = num_ws, w_dim
+        self.register_buffer("w_avg", torch.zeros(w_dim))
+
+    def forward(self, z: torch.Tensor, c: torch.Tensor, **_: object) -> torch.Tensor:
+        w = torch.zeros(z.shape[0], self.w_dim, device=z.device)
+        w[:, 0] = torch.tanh(z[:, 0])
+        return w[:, None].repeat(1, self.num_ws, 1)
+
+
+class CraftedUnconditionalGAN(nn.Module):
+    """Unconditional (``c_dim == 0``): ``ws[:, l, 0] = tanh(z[:, 0])`` on every layer, the image a constant grey level
+    ``mean_l ws[:, l, 0]`` in [-1, 1] (``(B, 1, 32, 32)``); so a mix with weights ``alpha`` has grey level
+    ``w0 + mean(alpha) (wn - w0)`` (on ``ws[..., 0]``)."""
+
+    def __init__(self, num_ws: int = 8, w_dim: int = 4) -> None:
+        super().__init__()
+        self.z_dim, self.c_dim, self.num_ws = 4, 0, num_ws
+        self.mapping = _CraftedUnconditionalMapping(num_ws, w_dim)
+        self.synthesis = _CraftedSynthesis()
+        self.anchor = nn.Parameter(torch.zeros(()))
+
+
+class _AttributeThreshold(nn.Module):
+    """``images (B, C, H, W)`` -> 3 logits: attribute 0 = ``(grey - threshold) * sharpness``, 1 always present,
+    2 always absent; counts the images it reads (``images_seen``)."""
+
+    def __init__(self, threshold: float, sharpness: float) -> None:
+        super().__init__()
+        self.threshold, self.sharpness = threshold, sharpness
+        self.images_seen = 0
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        self.images_seen += images.shape[0]
+        level = images.mean(dim=(1, 2, 3))
+        logits = torch.full((images.shape[0], 3), 5.0)
+        logits[:, 0], logits[:, 2] = (level - self.threshold) * self.sharpness, -5.0
+        return logits
+
+
+def attribute_sut(threshold: float, sharpness: float = 200.0) -> BinaryAttributeSUT:
+    """A binary SUT testing attribute 0: present while the mean grey level (in [0, 1]) is > ``threshold``."""
+    return BinaryAttributeSUT(_AttributeThreshold(threshold, sharpness), attribute=0,
+                              attribute_names=["grey", "always", "never"])

@@ -104,6 +104,8 @@ class BinaryAttributeSUT(SUT):
             raise ValueError(f"origin output {tuple(origin_output.shape)} does not match output {tuple(output.shape)}")
         origin = origin_output.to(output.device).expand_as(output)
         index = target.to(output.device).long().view(-1, 1)
+        if index.shape[0] == 1:  # one case's tested attribute, for every row of a batch (a population)
+            index = index.expand(output.shape[0], 1)
         return ((output.gather(1, index) > 0) != (origin.gather(1, index) > 0)).view(-1)
 
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
