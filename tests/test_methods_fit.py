@@ -8,49 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
+from method_runs import CONFIGS, fit_runs, records, tiny_fit_args
 from PIL import Image
 
 from hynea_pl.cli import main
-
-CONFIGS = {
-    "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny"),
-    "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
-    "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
-    "sinvad": ("configs/mnist_sinvad.yaml",),
-}
-
-
-def tiny_fit_args(method: str, root: Path, budget: int, max_steps: int = 100) -> list[str]:
-    """A method's shipped config pointed at the tiny zoo: classes 1 and 7, one case each."""
-    config, *method_args = CONFIGS[method]
-    return [
-        "fit", "--config", config, *method_args,
-        "--generator.init_args.pretrained", "zoo://tiny/ldm",
-        "--generator.init_args.num_inference_steps", "2",
-        "--sut.init_args.weights", "zoo://tiny/sut",
-        "--sut.init_args.model.init_args.channels", "[8, 16]",
-        "--sut.init_args.model.init_args.hidden", "32",
-        "--oracle.init_args.profile", "tiny",
-        "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
-        "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
-        "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(budget),
-        "--output.root", str(root),
-    ]
-
-
-def records(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
 def method_runs(tiny_zoo_cache, tmp_path_factory) -> Path:
     """Every method's run (budget 60: GIFTbench scores 25 + 15 + 15 new images, SINVAD one generation of 50)."""
     root = tmp_path_factory.mktemp("methods")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HYNEA_PL_CACHE", tiny_zoo_cache)
-        for method in CONFIGS:
-            max_steps = 3 if method == "hynea" else 100
-            assert main(tiny_fit_args(method, root, budget=60, max_steps=max_steps)) == 0
+    fit_runs(tiny_zoo_cache, root, [(method, ()) for method in CONFIGS], budget=60)
     return root
 
 

@@ -183,7 +183,7 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
     row.update({
         "median_sut_evals": budget["median"], "mean_sut_evals": budget["mean"], "std_sut_evals": budget["std"],
         "median_sut_evals_all": budget_all["median"], "mean_sut_evals_all": budget_all["mean"],
-        "total_sut_evals": budget_all["total"],
+        "std_sut_evals_all": budget_all["std"], "total_sut_evals": budget_all["total"],
         "mean_runtime_s": runtime["mean"], "median_runtime_s": runtime["median"], "std_runtime_s": runtime["std"],
         "total_runtime_s": runtime["total"],
     })

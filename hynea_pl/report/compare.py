@@ -174,6 +174,13 @@ def origin_mismatches(run_dirs: Sequence[Path]) -> list[str]:
     return problems
 
 
+def origins_note(run_dirs: Sequence[Path]) -> str:
+    """One line: every run started from identical origins, or a warning naming the first case that did not."""
+    mismatches = origin_mismatches(run_dirs)
+    return ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
+            f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")
+
+
 def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Tensor] | str | None = "auto",
                  reference: str = REFERENCE_METHOD, lpips_weights: str | None = None) -> pd.DataFrame:
     """One row per run (``evaluate_run`` re-scores each and writes its ``metrics.json``).
@@ -213,7 +220,7 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
 
 def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Column names and formatted cells (3 significant digits, ``-`` for missing) of the shown columns."""
-    shown = table.drop(columns=["run"])
+    shown = table.drop(columns=["run"], errors="ignore")
     return list(shown.columns), [[format_value(v) for v in row] for _, row in shown.iterrows()]
 
 
