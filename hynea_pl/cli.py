@@ -16,6 +16,12 @@ commands:
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
+  sweep --config CONFIG.yaml --grid lr [--out DIR] [--section.option VALUE ...]
+                                                          the paper's lr sweep (RQ4): a run per lr_min/lr_max
+  rate RUN_DIR [RUN_DIR ...] [--port 8000] [--ratings PATH] [--rater NAME]
+                                                          a local page to rate flipped results (RQ3)
+  report RUN_DIR [RUN_DIR ...] --out DIR [--ratings PATH] one report.html + report.md: RQ1/RQ2 tables,
+                                                          statistics, plots, galleries, RQ4 sweep
 """
 
 
@@ -89,8 +95,8 @@ def _compare(args: list[str]) -> int:
     from hynea_pl.report.compare import (
         compare_runs,
         display_rows,
-        origin_mismatches,
         origin_statement,
+        origins_note,
         write_comparison,
     )
 
@@ -107,10 +113,8 @@ def _compare(args: list[str]) -> int:
     for run_dir in options.run_dirs:
         if not (run_dir / "records.jsonl").is_file():
             raise FileNotFoundError(f"no records.jsonl in {run_dir}")
-    mismatches = origin_mismatches(options.run_dirs)
+    note = origins_note(options.run_dirs)
     table = compare_runs(options.run_dirs, embedder=options.embedder, lpips_weights=options.lpips_weights)
-    note = ("Origins: identical in every run (same case ids, seeds and classes)." if not mismatches else
-            f"WARNING: {len(mismatches)} case(s) started from different origins, e.g. {mismatches[0]}")
     columns, rows = display_rows(table)
     rich_table = Table(title="methods compared")
     for column in columns:
@@ -123,6 +127,35 @@ def _compare(args: list[str]) -> int:
     console.print(origin_statement(options.run_dirs))
     markdown, csv = write_comparison(table, options.out or options.run_dirs[0].parent, note)
     console.print(f"wrote {markdown} and {csv}")
+    return 0
+
+
+def _report(args: list[str]) -> int:
+    from pathlib import Path
+
+    from hynea_pl.report.build import build_report
+    from hynea_pl.report.significance import MIN_PAIRS
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl report",
+                                     description="Write report.html and report.md (RQ1 / RQ2 tables, HyNeA-vs-baseline "
+                                                 "statistics, plots, galleries, confusion matrices, the lr_min sweep) "
+                                                 "for run folders, re-scored with the shared metric module.")
+    parser.add_argument("run_dirs", type=Path, nargs="+")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="report folder (default: <first run's parent>/report); figures go to its figures/")
+    parser.add_argument("--ratings", type=Path, default=None, help="human ratings file: adds the RQ3 section")
+    parser.add_argument("--embedder", default="auto",
+                        help="embedding network for diversity / trace difference (see evaluate --help; auto: each "
+                             "run's own)")
+    parser.add_argument("--lpips-weights", default=None)
+    parser.add_argument("--gallery-max", type=int, default=20, help="cases per gallery (default 20)")
+    parser.add_argument("--min-pairs", type=int, default=MIN_PAIRS,
+                        help=f"fewest paired cases for a p-value / effect size (default {MIN_PAIRS})")
+    options = parser.parse_args(args)
+    out = options.out or options.run_dirs[0].parent / "report"
+    report = build_report(options.run_dirs, out, embedder=options.embedder, lpips_weights=options.lpips_weights,
+                          ratings=options.ratings, gallery_max=options.gallery_max, min_pairs=options.min_pairs)
+    print(f"wrote {report.html} and {report.markdown} ({len(report.figures)} figures in {out / 'figures'})")
     return 0
 
 
@@ -145,6 +178,76 @@ def _replay(args: list[str]) -> int:
     return 0 if result.matches else 1
 
 
+def _sweep(args: list[str]) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from hynea_pl.campaign.sweep import LR_GRIDS, parse_grid, row_line, run_sweep, sweep_table
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl sweep", allow_abbrev=False,
+                                     description="The paper's learning-rate sweep (RQ4): one fit per (lr_min, lr_max) "
+                                                 "into <out>/lr_<lr_min>_<lr_max>/ (an existing folder is resumed). "
+                                                 "Any other option is passed to fit.")
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--grid", required=True,
+                        help="lr: the task's grid from the paper (see hynea_pl.campaign.sweep), or explicit "
+                             "settings lr_min:lr_max,...")
+    parser.add_argument("--task", choices=list(LR_GRIDS), default=None,
+                        help="whose grid --grid lr runs (default: from the config's file name)")
+    parser.add_argument("--out", type=Path, default=None, help="parent of the runs (default runs/<config>_lr_sweep)")
+    options, overrides = parser.parse_known_args(args)
+    settings = parse_grid(options.grid, options.config, options.task)
+    out = options.out or Path("runs") / f"{options.config.stem}_lr_sweep"
+    print(f"sweep: {len(settings)} lr settings of {options.config} into {out}/", flush=True)
+    rows = run_sweep(options.config, settings, out, overrides, on_row=lambda row: print(row_line(row), flush=True))
+    Console(width=200).print(sweep_table(rows, title=f"lr sweep of {options.config}"))
+    failed = [row for row in rows if row["error"]]
+    if failed:
+        print(f"error: {len(failed)}/{len(rows)} settings failed; first: {failed[0]['run']}: {failed[0]['error']}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+def _rate(args: list[str]) -> int:
+    from pathlib import Path
+
+    from hynea_pl.report.rate import build_app, make_server
+    from hynea_pl.report.ratings import default_ratings_path, load_class_names
+
+    parser = argparse.ArgumentParser(prog="python -m hynea_pl rate",
+                                     description="Serve a local page on which people rate the runs' flipped results "
+                                                 "(RQ3): 'Is this a <class>?' and realism 1-5, one image at a time, "
+                                                 "method hidden; every answer is appended to the ratings file.")
+    parser.add_argument("run_dirs", type=Path, nargs="+")
+    parser.add_argument("--port", type=int, default=8000, help="default 8000; 0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
+    parser.add_argument("--ratings", type=Path, default=None,
+                        help="ratings file (default: ratings.jsonl in the first run's parent folder)")
+    parser.add_argument("--rater", default=None, help="the rater's name (default: the page asks for it)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the per-rater shuffle (default 0)")
+    parser.add_argument("--class-names", type=Path, default=None,
+                        help="class names: a JSON list or object, or one name per line (default: from each run's "
+                             "config: 'digit <i>' on the zoo, torchvision's ImageNet names, else 'class <i>')")
+    options = parser.parse_args(args)
+    ratings = options.ratings or default_ratings_path(options.run_dirs)
+    names = load_class_names(options.class_names) if options.class_names else None
+    app = build_app(options.run_dirs, ratings, options.rater, options.seed, names)
+    server = make_server(app, options.host, options.port)
+    host, port = server.server_address[:2]
+    print(f"rate: {len(app.items)} flipped results of {len(options.run_dirs)} run(s); answers go to {ratings}",
+          flush=True)
+    print(f"open http://{host}:{port}/ (Ctrl-C stops; every answer is saved as it is given)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print(f"stopped; the answers are in {ratings}", flush=True)
+    finally:
+        server.server_close()
+    return 0
+
+
 def _fit(args: list[str]) -> int:
     from hynea_pl.campaign.cli import fit
 
@@ -152,7 +255,8 @@ def _fit(args: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay}
+COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay, "report": _report,
+            "sweep": _sweep, "rate": _rate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from pathlib import Path
 
 import torch
 from torchvision.utils import save_image
 
 from hynea_pl.campaign.summary import summarize_records
+from hynea_pl.jsonl import drop_torn_tail
 from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord, read_records
 
@@ -24,30 +24,6 @@ def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor
 
 
 SHARD_GLOB = "records.rank-*.jsonl"
-
-
-def drop_torn_tail(path: Path) -> int:
-    """Cut a torn last line (a write killed before its newline) off a JSON-lines file; returns the bytes dropped.
-
-    Every record is written as one line ending in a newline, so a file whose last byte is not a newline ends in a
-    record that was never completely written: its case is simply run again on resume.
-    """
-    if not path.exists() or path.stat().st_size == 0:
-        return 0
-    with path.open("rb") as stream:
-        stream.seek(-1, os.SEEK_END)
-        if stream.read(1) == b"\n":
-            return 0
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    with path.open("r+b") as stream:
-        stream.truncate(keep)
-        stream.flush()
-        os.fsync(stream.fileno())
-    dropped = len(data) - keep
-    warnings.warn(f"{path}: dropped a torn last line ({dropped} bytes, a write that was killed); its case runs again",
-                  stacklevel=2)
-    return dropped
 
 
 class RunFolder:
