@@ -78,7 +78,9 @@ def _inline_html(text: str) -> str:
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1400px; padding: 0 1em; color: #222; }
 table.data { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+div.scroll { overflow-x: auto; max-width: 100%; }
 table.data th, table.data td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+table.data td { white-space: nowrap; }
 table.data th { background: #f0f0f0; }
 table.data td:first-child, table.data th:first-child { text-align: left; }
 figure { margin: 0.5em 0 1.5em; }
@@ -103,7 +105,7 @@ def _html_block(block: Text | Table | Figure | Section, level: int) -> list[str]
         table = display_frame(block.frame).to_html(index=False, table_id=block.id, classes="data", border=0,
                                                    escape=True, na_rep="-")
         caption = f"<p><strong>{_inline_html(block.caption)}</strong></p>" if block.caption else ""
-        return [caption, table]
+        return [caption, f'<div class="scroll">{table}</div>']  # a wide table scrolls, the page keeps its width
     css = ' class="wide"' if block.wide else ""
     return [f'<figure id="{html.escape(block.id)}"{css}>',
             f'<img src="{html.escape(block.src)}" alt="{html.escape(block.caption)}">',
