@@ -88,6 +88,10 @@ def test_statistics_table_has_a_row_per_baseline_and_metric():
     assert (s["Wilcoxon p"] == "n/a (n<6)").all() and (s["Cohen's d"] == "n/a (n<6)").all()
     p = stats.wilcoxon([0.9 - (0.5 + 0.01 * k) for k in range(7)]).pvalue  # every pair favours HyNeA
     assert g.iloc[0]["Wilcoxon p"] == f"{p:.2g} *" and float(g.iloc[0]["Cohen's d"]) > 0
+    assert table["pairing"].isna().all()  # no generator keys given: the pairing is not claimed either way
+    keyed = statistics_table({"h": hynea}, {"g": gift, "s": few}, origin_keys={"h": "ldm", "g": "ldm", "s": "gan"})
+    assert set(keyed[keyed["baseline run"] == "g"]["pairing"]) == {"same origin images"}
+    assert set(keyed[keyed["baseline run"] == "s"]["pairing"]) == {"same (seed, class) only"}
 
 
 # ---------------------------------------------------------------------------------------------- tables

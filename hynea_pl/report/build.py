@@ -22,6 +22,7 @@ from torch import Tensor
 from hynea_pl.report.compare import (
     REFERENCE_METHOD,
     compare_runs,
+    origin_generators,
     origin_statement,
     origins_note,
     write_comparison,
@@ -102,7 +103,7 @@ def _rq2(metrics: list[dict[str, Any]], labels: list[str], table: pd.DataFrame,
 
 
 def _statistics(metrics: list[dict[str, Any]], labels: list[str], records: dict[str, list[CaseRecord]],
-                min_pairs: int, report: Report) -> Section:
+                min_pairs: int, report: Report, run_dirs: list[Path]) -> Section:
     methods = {label: metric(m, "method") for m, label in zip(metrics, labels)}
     references = {label: records[label] for label, method in methods.items() if method == REFERENCE_METHOD}
     baselines = {label: records[label] for label, method in methods.items() if method != REFERENCE_METHOD}
@@ -110,7 +111,9 @@ def _statistics(metrics: list[dict[str, Any]], labels: list[str], records: dict[
     if not references or not baselines:
         return section.add(Text(f"Needs a `{REFERENCE_METHOD}` run and a baseline run: "
                                 f"{len(references)} HyNeA run(s), {len(baselines)} baseline run(s)."))
-    stats = statistics_table(references, baselines, min_pairs)
+    generators = origin_generators(run_dirs)
+    origin_keys = {label: generators[str(run)][0] for run, label in zip(run_dirs, labels)}
+    stats = statistics_table(references, baselines, min_pairs, origin_keys)
     report.tables["statistics"] = stats
     return section.add(
         Text("Paired cases: the same case id in both runs (MS-SSIM over the cases that ran without error in both; "
@@ -118,7 +121,9 @@ def _statistics(metrics: list[dict[str, Any]], labels: list[str], records: dict[
              "with zero difference are dropped) and Cohen's d with the pooled SD, HyNeA minus baseline (for "
              "MS-SSIM positive favours HyNeA, for evaluations and runtime negative does). `*`: p < 0.05, no "
              f"correction for multiple comparisons. Fewer than {min_pairs} pairs: n/a (no two-sided p below "
-             "0.05 is possible)."),
+             "0.05 is possible). `pairing`: `same origin images` when both runs sample their origins with the same "
+             "generator; `same (seed, class) only` when they do not (e.g. a GAN-based baseline), a weaker pairing "
+             "of cases that did not start from the same image."),
         Table(stats, "stats-table", "Wilcoxon p-values and Cohen's d on paired cases"))
 
 
@@ -226,7 +231,7 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, *,
 
     report = Report(out_dir=out, html=out / "report.html", markdown=out / "report.md")
     sections = [_rq1(metrics, labels, table, runs, report), _rq2(metrics, labels, table, records, figures_dir, report),
-                _statistics(metrics, labels, records, min_pairs, report)]
+                _statistics(metrics, labels, records, min_pairs, report, run_dirs)]
     if ratings is not None:
         sections.append(_rq3(Path(ratings), runs, report))
     galleries, confusion = _galleries(runs, labels, records, figures_dir, gallery_max, report)

@@ -85,22 +85,32 @@ def _p_text(p: float) -> str:
     return f"{p:.2g}" + (" *" if p < 0.05 else "")
 
 
+SAME_IMAGES, SAME_SEEDS = "same origin images", "same (seed, class) only"
+
+
 def statistics_table(references: dict[str, Sequence[CaseRecord]], baselines: dict[str, Sequence[CaseRecord]],
-                     min_pairs: int = MIN_PAIRS) -> pd.DataFrame:
+                     min_pairs: int = MIN_PAIRS, origin_keys: dict[str, str] | None = None) -> pd.DataFrame:
     """A row per (HyNeA run, baseline run, metric): pairs, both means over the pairs, Wilcoxon p (``*``: p < 0.05)
-    and Cohen's d (HyNeA minus baseline, pooled SD). Keys of the dicts are run labels."""
+    and Cohen's d (HyNeA minus baseline, pooled SD). Keys of the dicts are run labels; ``origin_keys`` (label ->
+    the generator key of :func:`hynea_pl.report.compare.origin_generators`) fills the ``pairing`` column: whether
+    paired cases started from the same origin images or only from the same (seed, class)."""
     rows = []
     for ref_label, ref_records in references.items():
         for base_label, base_records in baselines.items():
+            pairing = None
+            if origin_keys is not None:
+                same = origin_keys.get(ref_label) == origin_keys.get(base_label)
+                pairing = SAME_IMAGES if same else SAME_SEEDS
             for name, (shown, _) in PAIRED_FIELDS.items():
                 _, x, y = paired_values(ref_records, base_records, name)
                 test = paired_test(x, y, min_pairs)
                 rows.append({
-                    "HyNeA run": ref_label, "baseline run": base_label, "metric": shown, "n pairs": test["n"],
+                    "HyNeA run": ref_label, "baseline run": base_label, "pairing": pairing, "metric": shown,
+                    "n pairs": test["n"],
                     "HyNeA mean": float(x.mean()) if len(x) else None,
                     "baseline mean": float(y.mean()) if len(y) else None,
                     "Wilcoxon p": test["p_note"] if test["p"] is None else _p_text(test["p"]),
                     "Cohen's d": test["d_note"] if test["d"] is None else format_value(test["d"]),
                 })
-    return pd.DataFrame(rows, columns=["HyNeA run", "baseline run", "metric", "n pairs", "HyNeA mean",
+    return pd.DataFrame(rows, columns=["HyNeA run", "baseline run", "pairing", "metric", "n pairs", "HyNeA mean",
                                        "baseline mean", "Wilcoxon p", "Cohen's d"])
