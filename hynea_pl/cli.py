@@ -210,7 +210,13 @@ def _sweep(args: list[str]) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _rate(args: list[str]) -> int:
+    import signal
+    import threading
     from pathlib import Path
 
     from hynea_pl.report.rate import build_app, make_server
@@ -239,6 +245,8 @@ def _rate(args: list[str]) -> int:
     print(f"rate: {len(app.items)} flipped results of {len(options.run_dirs)} run(s); answers go to {ratings}",
           flush=True)
     print(f"open http://{host}:{port}/ (Ctrl-C stops; every answer is saved as it is given)", flush=True)
+    if threading.current_thread() is threading.main_thread():  # SIGTERM stops it as Ctrl-C does (a background
+        signal.signal(signal.SIGTERM, _interrupt)              # job may have SIGINT ignored)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -350,7 +350,7 @@ def test_rating_in_a_headless_browser(runs, tmp_path):
                 browser.close()
     finally:
         timer.cancel()
-        server.send_signal(signal.SIGINT)
+        server.send_signal(signal.SIGTERM)  # not SIGINT: a suite run as a background job starts children with it ignored
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
