@@ -38,19 +38,26 @@ UNKNOWN_GENERATOR = ("same (seed, class), generator not recorded (no config.yaml
                      "identical")
 
 
-def _value(entry: Any) -> Any:
+def metric_value(entry: Any) -> Any:
     """A metric value; unavailable metrics (``{"value": None, "unavailable": reason}``) become ``None``."""
     return entry.get("value") if isinstance(entry, dict) else entry
 
 
-def run_generator(run_dir: Path | str) -> dict[str, Any] | None:
-    """The ``generator`` section of a run's ``config.yaml`` as ``{"class_path", "init_args"}``; ``None`` without
-    the file."""
+
+def run_config_section(run_dir: Path | str, name: str) -> dict[str, Any] | None:
+    """Section ``name`` (``generator``, ``model``, ...) of a run's ``config.yaml`` as ``{"class_path",
+    "init_args"}``; ``None`` without the file. The one reader of a run's saved config."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return None
-    generator = (yaml.safe_load(path.read_text()) or {}).get("generator") or {}
-    return {"class_path": generator.get("class_path"), "init_args": dict(generator.get("init_args") or {})}
+    config = yaml.safe_load(path.read_text()) or {}
+    section = (config.get(name) if isinstance(config, dict) else None) or {}
+    return {"class_path": section.get("class_path"), "init_args": dict(section.get("init_args") or {})}
+
+
+def run_generator(run_dir: Path | str) -> dict[str, Any] | None:
+    """The ``generator`` section of a run's ``config.yaml`` (:func:`run_config_section`)."""
+    return run_config_section(run_dir, "generator")
 
 
 def run_zoo_profile(run_dir: Path | str) -> str | None:
@@ -204,7 +211,7 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
         features, real_images = run_realism_inputs(run_dir)
         metrics = evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights,
                                realism_features=features, realism_reference=real_images)
-        row = {key: _value(metrics.get(key)) for key in COLUMNS}
+        row = {key: metric_value(metrics.get(key)) for key in COLUMNS}
         row["run"] = str(run_dir)
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*COLUMNS, "run"])

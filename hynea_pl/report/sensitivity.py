@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from hynea_pl.report.compare import REFERENCE_METHOD
+from hynea_pl.report.compare import REFERENCE_METHOD, run_config_section
 from hynea_pl.report.tables import metric
 
 __all__ = ["SWEEP_METRICS", "is_sweep", "run_learning_rates", "sweep_table"]
@@ -19,15 +18,10 @@ __all__ = ["SWEEP_METRICS", "is_sweep", "run_learning_rates", "sweep_table"]
 SWEEP_METRICS = ("n_cases", "misclassification_rate", "valid_failure_rate", "mean_ms_ssim", "std_ms_ssim", "fid",
                  "mean_runtime_s", "std_runtime_s")
 
-
 def run_learning_rates(run_dir: Path | str) -> tuple[float | None, float | None]:
     """``(lr_min, lr_max)`` of a run's method from its ``config.yaml`` (``model.init_args``); ``None`` where the
     file or the setting is missing."""
-    path = Path(run_dir) / "config.yaml"
-    if not path.is_file():
-        return None, None
-    config = yaml.safe_load(path.read_text()) or {}
-    init_args = ((config.get("model") or {}).get("init_args") or {}) if isinstance(config, dict) else {}
+    init_args = (run_config_section(run_dir, "model") or {}).get("init_args") or {}
 
     def number(key: str) -> float | None:
         try:
@@ -36,7 +30,6 @@ def run_learning_rates(run_dir: Path | str) -> tuple[float | None, float | None]
             return None
 
     return number("lr_min"), number("lr_max")
-
 
 def sweep_table(run_dirs: Sequence[Path | str], metrics: Sequence[dict[str, Any]], labels: Sequence[str],
                 method: str = REFERENCE_METHOD) -> pd.DataFrame:
@@ -53,7 +46,6 @@ def sweep_table(run_dirs: Sequence[Path | str], metrics: Sequence[dict[str, Any]
                      **{key: metric(row_metrics, key) for key in SWEEP_METRICS}})
     frame = pd.DataFrame(rows, columns=["lr_min", "lr_max", "run folder", *SWEEP_METRICS])
     return frame.sort_values("lr_min", kind="stable").reset_index(drop=True)
-
 
 def is_sweep(sweep: pd.DataFrame) -> bool:
     """Whether the runs differ in ``lr_min`` (at least two distinct values)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from hynea_pl.report.compare import format_value
+from hynea_pl.report.compare import format_value, metric_value
 from hynea_pl.schema import CaseRecord
 
 __all__ = ["confusion_counts", "mean_sd", "metric", "rq1_table", "rq2_table", "run_labels", "unavailable_notes"]
@@ -50,8 +50,7 @@ RQ2_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
 
 def metric(metrics: dict[str, Any], key: str) -> Any:
     """A metric of a ``metrics.json`` row; ``None`` when missing, unavailable or NaN."""
-    entry = metrics.get(key)
-    value = entry.get("value") if isinstance(entry, dict) else entry
+    value = metric_value(metrics.get(key))
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
