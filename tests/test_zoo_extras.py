@@ -28,11 +28,11 @@ class _Gates:
 def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
     monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
 
-    def train(cfg, zoo, data, out: Path) -> None:
+    def train(cfg, context, out: Path) -> None:
         calls.append("train")
-        torch.save({"value": cfg.value, "n_train": len(data.train_labels)}, out / "weights.pt")
+        torch.save({"value": cfg.value, "n_train": len(context.data.train_labels)}, out / "weights.pt")
 
-    def measure(gate_cfg, entry: Path, zoo, data, out: Path) -> list[Gate]:
+    def measure(gate_cfg, entry: Path, context, out: Path) -> list[Gate]:
         calls.append("measure")
         value = torch.load(entry / "weights.pt")["value"]
         return [Gate("value", value, gate_cfg.min_value)]
@@ -88,3 +88,64 @@ def test_base_zoo_build_does_not_build_extras(tiny_zoo):
 
     assert not set(extras.BUILTIN_EXTRAS) & set(COMPONENTS)
     assert set(tiny_zoo.entries) == set(COMPONENTS)
+
+
+def test_an_extra_built_on_another_extra_builds_it_first_and_never_the_base_zoo(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))  # an empty cache: no base zoo
+    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+    calls: list[str] = []
+
+    def train_base(cfg, context, out: Path) -> None:
+        calls.append("train base")
+        (out / "value.txt").write_text(str(cfg.value))
+
+    def train_top(cfg, context, out: Path) -> None:
+        calls.append("train top")
+        base = float((context.deps["base"] / "value.txt").read_text())
+        (out / "value.txt").write_text(str(base + cfg.value))
+
+    def measure(gate_cfg, entry: Path, context, out: Path) -> list[Gate]:
+        return [Gate("value", float((entry / "value.txt").read_text()), None)]
+
+    common = dict(gate_configs={"tiny": _Gates()}, measure=measure, base_gated=False,
+                  load=lambda entry: float((entry / "value.txt").read_text()))
+    extras.register_extra(extras.ExtraComponent(name="base", train_configs={"tiny": _Train(1.0)},
+                                                train=train_base, **common))
+    extras.register_extra(extras.ExtraComponent(name="top", train_configs={"tiny": _Train(2.0)},
+                                                train=train_top, depends=("base",), **common))
+    assert extras.load_extra("tiny", "top") == 3.0
+    assert calls == ["train base", "train top"]
+    zoo_folders = {p.name.split("-")[0] for p in (tmp_path / "zoo").iterdir()}
+    assert zoo_folders == {"base", "top", "tiny"}, zoo_folders  # tiny-<extra>-<key>: the manifests; no sut/ldm/...
+    # the dependency's training config is part of the dependant's key
+    top_entry = extras.extra_paths("tiny", "top")[0]
+    changed = extras.ExtraComponent(**{**extras.get_extra("base").__dict__, "train_configs": {"tiny": _Train(5.0)}})
+    extras.register_extra(changed)
+    assert extras.extra_paths("tiny", "top")[0] != top_entry
+
+
+def test_gated_by_builds_the_gating_extra_before_measuring_and_keys_only_the_gates(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
+    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+
+    def train(cfg, context, out: Path) -> None:
+        (out / "value.txt").write_text(str(cfg.value))
+
+    def measure_scored(gate_cfg, entry: Path, context, out: Path) -> list[Gate]:
+        judge = float((context.deps["judge"] / "value.txt").read_text())
+        return [Gate("scored", judge * float((entry / "value.txt").read_text()), None)]
+
+    plain = dict(gate_configs={"tiny": _Gates()}, base_gated=False, train=train,
+                 load=lambda entry: float((entry / "value.txt").read_text()))
+    extras.register_extra(extras.ExtraComponent(
+        name="judge", train_configs={"tiny": _Train(3.0)}, measure=lambda *a: [], **plain))
+    extras.register_extra(extras.ExtraComponent(
+        name="scored", train_configs={"tiny": _Train(2.0)}, measure=measure_scored, gated_by=("judge",), **plain))
+    entry, manifest = extras.extra_paths("tiny", "scored")
+    built = extras.build_extra("tiny", "scored", verbose=False)
+    assert built.quality["gates"][0]["value"] == 6.0
+    changed = extras.ExtraComponent(**{**extras.get_extra("judge").__dict__, "train_configs": {"tiny": _Train(4.0)}})
+    extras.register_extra(changed)
+    entry2, manifest2 = extras.extra_paths("tiny", "scored")
+    assert entry2 == entry and manifest2 != manifest  # the trained entry is kept; its gates are measured again
+    assert extras.build_extra("tiny", "scored", verbose=False).quality["gates"][0]["value"] == 8.0

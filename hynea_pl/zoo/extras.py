@@ -13,19 +13,25 @@ Registering a component (in its own module, at import time)::
         name="stylegan",
         train_configs={"full": FullConfig(), "tiny": TinyConfig()},   # frozen dataclasses, one per profile
         gate_configs={"full": Gates(), "tiny": Gates(...)},           # frozen dataclass with ``max_build_s``
-        train=train_fn,        # (train_cfg, base Zoo, DigitSplit, staging folder) -> None: writes the weights
-        measure=measure_fn,    # (gate_cfg, entry folder, base Zoo, DigitSplit, staging folder) -> list[Gate]
+        train=train_fn,        # (train_cfg, ExtraContext, staging folder) -> None: writes the weights
+        measure=measure_fn,    # (gate_cfg, entry folder, ExtraContext, staging folder) -> list[Gate]
         load=load_fn,          # (entry folder) -> the loaded, frozen component
-        depends=("sut",),      # base components whose cache keys enter this one's key (empty: trained alone)
+        depends=("sut",),      # base components or other extras whose cache keys enter this one's key
+        gated_by=(),           # other extras its gates use (built before measuring; part of the gates' key only)
         uri_target="",         # what ``zoo://<profile>/<name>`` resolves to inside the entry ("" = the folder)
     ))
+
+``train`` and ``measure`` get an :class:`ExtraContext`: the profile, the built entry folder of each of
+``depends``, the profile's digit split and, only when asked for, the base zoo (``context.zoo`` builds it on first
+access: a component that needs no base model, like the digit-scene components, never builds the MNIST demo's zoo).
 
 and name its module in :data:`BUILTIN_EXTRAS` (``name -> module``) so that it is imported when first looked up.
 
 Cache layout (the helpers of :mod:`hynea_pl.zoo.cache`, atomic and content-addressed like the base zoo):
 
 - ``zoo/<name>-<key>/``: the trained component; key = hash of (name, the profile's data config, the train config,
-  the keys of the ``depends`` base entries); ``build.json`` holds its training seconds.
+  the entry names of its ``depends``); ``build.json`` holds its training seconds. An extra named in ``depends``
+  is built (and gated) first.
 - ``zoo/<profile>-<name>-<key>/quality.json``: its gates (key = hash of the entry name, the gate config and the
   base zoo's manifest name), printed with :func:`hynea_pl.zoo.quality.quality_table`, plus whatever ``measure``
   writes (e.g. ``samples.png``). The build time (training + gates) is a budget gate (never fatal); a missed
@@ -40,6 +46,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -60,12 +67,40 @@ class ExtraComponent:
     name: str
     train_configs: Mapping[str, Any]
     gate_configs: Mapping[str, Any]
-    train: Callable[[Any, Any, Any, Path], None]
-    measure: Callable[[Any, Path, Any, Any, Path], list[Gate]]
+    train: Callable[[Any, "ExtraContext", Path], None]
+    measure: Callable[[Any, Path, "ExtraContext", Path], list[Gate]]
     load: Callable[[Path], Any]
     depends: tuple[str, ...] = ()
     uri_target: str = ""
     description: str = field(default="", compare=False)
+    #: whether ``measure`` uses the base zoo's models (then the base zoo's manifest is part of the gates' key)
+    base_gated: bool = True
+    #: other extras that ``measure`` uses (e.g. the scene LDM's gates score its scenes with the scene SUTs): built
+    #: before measuring, in ``context.deps``, and their entries are part of the gates' key, not of the entry's
+    gated_by: tuple[str, ...] = ()
+
+
+class ExtraContext:
+    """What an extra's ``train`` / ``measure`` may use: ``profile``, ``deps`` (name -> built entry folder of each
+    of its ``depends``), ``data`` (the profile's digit split, loaded on first access) and ``zoo`` (the base zoo,
+    built on first access)."""
+
+    def __init__(self, profile: ZooProfile, deps: Mapping[str, Path]) -> None:
+        self.profile = profile
+        self.deps = dict(deps)
+
+    @cached_property
+    def data(self):
+        from hynea_pl.zoo.data import load_digits
+
+        cfg = self.profile.data
+        return load_digits(cfg.n_test, cfg.split_seed, cfg.n_train)
+
+    @cached_property
+    def zoo(self):
+        from hynea_pl.zoo.build import build_zoo
+
+        return build_zoo(self.profile, verbose=True)
 
 
 @dataclass(frozen=True)
@@ -123,9 +158,14 @@ def extra_paths(profile: ZooProfile | str, name: str) -> tuple[Path, Path]:
     train_cfg = _profile_config(component.train_configs, name, profile, "train config")
     gate_cfg = _profile_config(component.gate_configs, name, profile, "gate config")
     base_entries, base_manifest = entry_paths(profile)
-    deps = {dep: base_entries[dep].name for dep in component.depends}
+    deps = {dep: (base_entries[dep] if dep in base_entries else extra_paths(profile, dep)[0]).name
+            for dep in component.depends}
     entry = zoo_dir() / f"{name}-{config_key(name, profile.data, train_cfg, deps)}"
-    manifest = zoo_dir() / f"{profile.name}-{name}-{config_key(entry.name, gate_cfg, base_manifest.name)}"
+    # the manifest's key names the base zoo's manifest only for an extra gated against base models (stylegan):
+    # a scene component's gates do not change with the MNIST demo's zoo
+    base = base_manifest.name if component.base_gated else None
+    gating = [extra_paths(profile, other)[0].name for other in component.gated_by]
+    manifest = zoo_dir() / f"{profile.name}-{name}-{config_key(entry.name, gate_cfg, base, *gating)}"
     return entry, manifest
 
 
@@ -136,23 +176,29 @@ def build_extra(profile: ZooProfile | str, name: str, verbose: bool = True) -> E
     Raises :class:`ZooQualityError` on a missed fatal gate.
     """
     from hynea_pl.zoo import train
-    from hynea_pl.zoo.build import _timed_entry, build_zoo
-    from hynea_pl.zoo.data import load_digits
+    from hynea_pl.zoo.build import COMPONENTS, _timed_entry, build_zoo
 
     profile = get_profile(profile) if isinstance(profile, str) else profile
     component = get_extra(name)
     entry, manifest = extra_paths(profile, name)
     if is_complete(entry) and is_complete(manifest):
         return ExtraEntry(name, profile.name, entry, manifest)
-    zoo = build_zoo(profile, verbose=verbose)
-    data = load_digits(profile.data.n_test, profile.data.split_seed, profile.data.n_train)
+    deps: dict[str, Path] = {}
+    for dep in component.depends:
+        if dep in COMPONENTS:
+            deps[dep] = build_zoo(profile, verbose=verbose).entries[dep]
+        else:
+            deps[dep] = build_extra(profile, dep, verbose=verbose).entry
+    context = ExtraContext(profile, deps)
     train_cfg = component.train_configs[profile.name]
     gate_cfg = component.gate_configs[profile.name]
     if not is_complete(entry):
-        _timed_entry(entry, lambda out: component.train(train_cfg, zoo, data, out))
+        _timed_entry(entry, lambda out: component.train(train_cfg, context, out))
+    for other in component.gated_by:
+        context.deps[other] = build_extra(profile, other, verbose=verbose).entry
     with atomic_entry(manifest) as staging:
         start = time.perf_counter()
-        gates = component.measure(gate_cfg, entry, zoo, data, staging)
+        gates = component.measure(gate_cfg, entry, context, staging)
         build_s = json.loads((entry / "build.json").read_text())["build_s"] + time.perf_counter() - start
         time_gate = Gate("build_time_s", build_s, getattr(gate_cfg, "max_build_s", None),
                          higher_is_better=False, fatal=False)
@@ -187,6 +233,6 @@ def resolve_extra(profile: str, name: str) -> Path:
 
 
 __all__ = [
-    "BUILTIN_EXTRAS", "ExtraComponent", "ExtraEntry", "build_extra", "extra_names", "extra_paths", "get_extra",
+    "BUILTIN_EXTRAS", "ExtraComponent", "ExtraContext", "ExtraEntry", "build_extra", "extra_names", "extra_paths", "get_extra",
     "load_extra", "register_extra", "resolve_extra",
 ]

@@ -22,7 +22,7 @@ from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
 from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
-from hynea_pl.zoo.extras import ExtraComponent, register_extra
+from hynea_pl.zoo.extras import ExtraComponent, ExtraContext, register_extra
 from hynea_pl.zoo.quality import Gate, probabilities
 from hynea_pl.zoo.stylegan import ProjectionDiscriminator, StyleGANTraining, StyleGenerator
 
@@ -71,12 +71,13 @@ GATE_CONFIGS = {
 }
 
 
-def train_stylegan(cfg: StyleGANConfig, zoo, data: DigitSplit, out: Path) -> StyleGenerator:
+def train_stylegan(cfg: StyleGANConfig, context: ExtraContext, out: Path) -> StyleGenerator:
     """Train on the zoo's training digits; save the EMA generator to ``out``."""
     from hynea_pl.zoo import train
 
     train.console.print(f"[bold]zoo[/]: training stylegan (synthesis {list(cfg.channels)}, "
                         f"{cfg.max_steps} steps of batch {cfg.batch_size})")
+    data: DigitSplit = context.data
     torch.manual_seed(cfg.seed)
     generator = StyleGenerator(cfg.z_dim, cfg.w_dim, NUM_CLASSES, IMAGE_SIZE, 1, cfg.channels, cfg.mapping_layers,
                                cfg.mapping_lr_multiplier)
@@ -113,11 +114,12 @@ def sample_digits(generator: StyleGenerator, per_class: int, seed: int, psi: flo
     return ((images + 1) / 2).clamp(0, 1), labels
 
 
-def measure_stylegan(gates: StyleGANGates, entry: Path, zoo, data: DigitSplit, out: Path) -> list[Gate]:
+def measure_stylegan(gates: StyleGANGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
     """The gates of the module doc at psi = 1.0 and at ``gates.truncation_psi``; grids to ``out/samples_psi*.png``."""
     from hynea_pl.metrics.realism import realism_scores
     from hynea_pl.zoo.classifier import accuracy
 
+    zoo, data = context.zoo, context.data
     generator, sut, embedder = load_stylegan(entry), zoo.sut(), zoo.embedder()
     judges = [zoo.oracle(name) for name in zoo.oracle_names()["judges"]]
     result = []
