@@ -55,7 +55,15 @@ from hynea_pl.zoo.profiles import ZooProfile, get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
 
 #: ``name -> module`` that registers the extra on import (looked up lazily: the base zoo never imports them).
-BUILTIN_EXTRAS: dict[str, str] = {"stylegan": "hynea_pl.zoo.stylegan_build"}
+BUILTIN_EXTRAS: dict[str, str] = {
+    "stylegan": "hynea_pl.zoo.stylegan_build",
+    # digit scenes (issue 17): the unconditional scene LDM, the multi-label attribute SUT and its oracle, the detector
+    "scene_autoencoder": "hynea_pl.zoo.scene_ldm",
+    "scene_ldm": "hynea_pl.zoo.scene_ldm",
+    "attribute_sut": "hynea_pl.zoo.scene_attributes",
+    "attribute_oracle": "hynea_pl.zoo.scene_attributes",
+    "detector_sut": "hynea_pl.zoo.scene_detector",
+}
 
 _REGISTRY: dict[str, "ExtraComponent"] = {}
 
