@@ -20,6 +20,7 @@ from hynea_pl.campaign.runner import RunOutput, run_campaign
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts import SUT
+from hynea_pl.metrics.validity import judges_task
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
 TRAINER_DEFAULTS = {
@@ -103,7 +104,7 @@ def check_method(config: Any) -> None:
     oracle = config.get("oracle")
     if oracle is not None:
         oracle_task = import_object(oracle.class_path).task
-        if oracle_task != sut.task:
+        if not judges_task(oracle_task, sut.task):
             raise ValueError(f"the oracle ({oracle.class_path}) judges {oracle_task} outputs, the SUT is {sut.task}")
         reference = init_args.get("reference")
         if reference is not None and _same_component(reference, oracle):

@@ -3,6 +3,10 @@
 The judge is any SUT-like model of the same task (:class:`hynea_pl.suts.SUT`): on the zoo the judging members of
 the oracle ensemble, on real setups a classifier given in YAML (e.g. a timm model other than the SUT). It must
 never be the model that steered the search (a method's ``reference``): the campaign refuses that configuration.
+
+A detection case may also be judged by a multi-label attribute model (task ``binary``) whose logit ``k`` says
+"class k is present": its decision on the suppressed class answers the same question as a detector's (the digit
+scenes' oracle is such a model).
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ from torch import Tensor
 from hynea_pl.metrics.functional.validity import verdict
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
+
+
+def judges_task(oracle_task: str, sut_task: str) -> bool:
+    """Whether an oracle of ``oracle_task`` can judge cases of ``sut_task``: the same task, or a multi-label
+    attribute oracle (class present / absent) for detection."""
+    return oracle_task == sut_task or (oracle_task, sut_task) == ("binary", "detection")
 
 
 def _decision(oracle: SUT, output: Tensor, record: CaseRecord) -> tuple[int, float]:
@@ -40,7 +50,7 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor) 
     Multiclass cases keep the conditioning class (``origin_class``; the oracle's reading of the origin when the
     origin is unconditional); binary and detection cases keep the oracle's own decision on the origin.
     """
-    if oracle.task != record.task:
+    if not judges_task(oracle.task, record.task):
         raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
     tensors = [*oracle.parameters(), *oracle.buffers()]
     device = tensors[0].device if tensors else torch.device("cpu")

@@ -62,3 +62,37 @@ def test_judge_case_on_real_digits():
     with pytest.raises(ValueError, match="judges multiclass outputs"):
         judge_case(oracle, CaseRecord(method="m", run="r", task="binary", case_id="u-0", seed=1, origin_class=None,
                                       target=0), three, three)
+
+
+class InkPresence(torch.nn.Module):
+    """A crafted multi-label judge: logit k = +5 when the image's quadrant k (0-3) holds ink, else -5."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, w = x.shape[-2] // 2, x.shape[-1] // 2
+        quads = [x[..., :h, :w], x[..., :h, w:], x[..., h:, :w], x[..., h:, w:]]
+        present = torch.stack([q.flatten(1).amax(1) > 0.5 for q in quads], 1).float()
+        return present * 10 - 5
+
+
+def test_a_detection_case_is_judged_by_a_multilabel_presence_oracle():
+    from hynea_pl.metrics.validity import judge_case, judges_task
+    from hynea_pl.schema import CaseRecord
+    from hynea_pl.suts import BinaryAttributeSUT
+
+    assert judges_task("binary", "detection") and judges_task("detection", "detection")
+    assert not judges_task("multiclass", "detection") and not judges_task("detection", "binary")
+    oracle = BinaryAttributeSUT(InkPresence(), attribute=0, attribute_names=["q0", "q1", "q2", "q3"])
+    origin = torch.zeros(1, 1, 8, 8)
+    origin[..., 1, 1] = 1.0  # ink in quadrant 0
+    kept = origin.clone()
+    kept[..., 6, 6] = 1.0  # quadrant 0 still inked
+    erased = torch.zeros(1, 1, 8, 8)
+
+    def case(flipped):  # the detector no longer finds class 0 (flipped) or still does
+        return CaseRecord(method="m", run="r", task="detection", case_id="c0-0", seed=1, origin_class=0, target=0,
+                          flipped=flipped, result_label=3)
+
+    fields = judge_case(oracle, case(True), origin, kept)
+    assert fields["verdict"] == "valid_failure" and fields["oracle_origin_label"] == 1
+    assert judge_case(oracle, case(True), origin, erased)["verdict"] == "semantic_change"  # the digit is gone
+    assert judge_case(oracle, case(False), origin, kept)["verdict"] == "no_flip"
