@@ -99,6 +99,29 @@ def attribute_margin(logits: Tensor, origin_logits: Tensor, attribute: int) -> T
     return sign * logits[:, attribute]
 
 
+def detection_margin(logits: Tensor, cls: int) -> Tensor:
+    """``(B,)`` for top-k detection logits ``(B, k, nc)``: the largest, over the k detections, of the class's logit
+    minus that detection's best other logit; negative once no detection's argmax is ``cls`` (the detection flip)."""
+    if logits.ndim != 3 or logits.shape[-1] < 2:
+        raise ValueError(f"expected detection logits (B, k, nc >= 2), got shape {tuple(logits.shape)}")
+    own = logits[..., cls]
+    others = logits.clone()
+    others[..., cls] = -math.inf
+    return (own - others.max(dim=-1).values).max(dim=-1).values
+
+
+def decision_margin(outputs: Tensor, origin_outputs: Tensor, origin_label: int, target: int, task: str) -> Tensor:
+    """How far each SUT output ``(B, ...)`` still holds the origin's decision ``(B,)`` (negative: flipped), per task:
+    multiclass: :func:`origin_margin` of the origin's label; binary: :func:`attribute_margin` of the tested
+    attribute; detection: :func:`detection_margin` of the class to suppress (``target``)."""
+    outputs = outputs.float()
+    if task == "binary":
+        return attribute_margin(outputs, origin_outputs.float(), target)
+    if task == "detection":
+        return detection_margin(outputs, target)
+    return origin_margin(outputs, origin_label)
+
+
 # ---------------------------------------------------------------------- the Lightning search case
 class PopulationSearchCase(TestCaseModule):
     """Base of a population-based test case (manual optimisation, one training step = one generation).
@@ -304,12 +327,11 @@ class PopulationSearchCase(TestCaseModule):
         return {"loss": torch.tensor(generation_best), "found": any_found}
 
     def margin(self, outputs: Tensor) -> Tensor:
-        """Tie-breaker between equal fitness values (lower = closer to a flip): a binary SUT's tested logit toward the
-        origin's side (:func:`attribute_margin`), else the origin label's logit margin."""
-        if self.sut.task == "binary":
-            return attribute_margin(outputs.float(), self.origin_output.float(), int(self.target[0]))
-        if outputs.ndim == 2 and outputs.shape[1] >= 2:
-            return origin_margin(outputs.float(), self.origin_label)
+        """Tie-breaker between equal fitness values (lower = closer to a flip): :func:`decision_margin` in the SUT's
+        task (zeros for an output it cannot read)."""
+        task = self.sut.task
+        if task in ("binary", "detection") or (outputs.ndim == 2 and outputs.shape[1] >= 2):
+            return decision_margin(outputs, self.origin_output, self.origin_label, int(self.target[0]), task)
         return torch.zeros(outputs.shape[0], device=outputs.device)
 
     def _keep_result(self, images: Tensor, outputs: Tensor, fitness: Tensor, margin: Tensor, found: Tensor) -> None:

@@ -11,7 +11,10 @@ from tiny_components import tiny_generator
 
 from baselines import giftbench as gb
 from baselines import sinvad as sv
-from baselines.search import draw_crossover_point, draw_parents, origin_margin, select_survivors, single_point_crossover
+from baselines.search import (
+    decision_margin, detection_margin, draw_crossover_point, draw_parents, origin_margin, select_survivors,
+    single_point_crossover,
+)
 
 
 def rng(seed: int = 0) -> torch.Generator:
@@ -54,6 +57,29 @@ def test_origin_margin_is_own_logit_minus_best_other():
 
 
 # ---------------------------------------------------------------------- GIFTbench
+def test_detection_margin_is_negative_exactly_when_no_detection_predicts_the_class():
+    from hynea_pl.suts import YOLODetectorSUT
+
+    held = torch.tensor([[[0.0, 3.0, 1.0], [2.0, 0.5, 0.0]]])  # detection 0 predicts class 1 by 2
+    gone = torch.tensor([[[2.0, 1.0, 0.0], [0.0, 0.5, 1.5]]])  # class 1 is nobody's argmax any more
+    assert detection_margin(held, 1).item() == pytest.approx(2.0)
+    assert detection_margin(gone, 1).item() == pytest.approx(-1.0)  # the closest detection lacks 1.0
+    target = torch.tensor([1])
+    flip = YOLODetectorSUT.is_flipped(None, torch.cat([held, gone]), held, target)
+    assert flip.tolist() == [False, True]
+    assert (detection_margin(torch.cat([held, gone]), 1) < 0).tolist() == flip.tolist()
+    with pytest.raises(ValueError, match="detection logits"):
+        detection_margin(torch.zeros(2, 3), 1)
+
+
+def test_decision_margin_follows_the_task():
+    logits = torch.tensor([[2.0, -1.0, 0.5]])
+    assert decision_margin(logits, logits, 0, 2, "multiclass").item() == pytest.approx(1.5)
+    # binary: the tested attribute's logit signed toward the origin's decision
+    assert decision_margin(logits, torch.tensor([[0.0, 1.0, 0.0]]), 0, 1, "binary").item() == pytest.approx(-1.0)
+    assert decision_margin(logits, torch.tensor([[0.0, -1.0, 0.0]]), 0, 1, "binary").item() == pytest.approx(1.0)
+
+
 def test_giftbench_perturbation_sizes_low_and_high():
     assert gb.perturbation_sizes(10.0, "low") == pytest.approx((1e-3, 2e-3))
     assert gb.perturbation_sizes(10.0, "high") == pytest.approx((1e-2, 2e-2))

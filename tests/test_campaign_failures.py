@@ -45,16 +45,16 @@ def test_flipped_means_the_decision_left_the_origin_for_every_method(method, tin
         assert record.steps == 1
 
 
-def test_giftbench_on_a_detection_config_is_refused_before_any_case(tmp_path, capsys, monkeypatch):
+def test_a_truncation_probe_on_a_detection_config_is_refused_before_any_case(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path / "cache"))
-    args = ["fit", "--config", "configs/mnist_giftbench.yaml",
+    args = ["fit", "--config", "configs/mnist_truncation.yaml",
             "--sut", "hynea_pl.suts.YOLODetectorSUT", "--sut.init_args.model", "yolov8n.yaml",
-            "--sut.init_args.nc", "10", "--sut.init_args.imgsz", "32",
-            "--generator.init_args.pretrained", "zoo://tiny/ldm", "--output.root", str(tmp_path / "runs")]
+            "--sut.init_args.nc", "10", "--sut.init_args.imgsz", "32", "--oracle", "null",
+            "--output.root", str(tmp_path / "runs")]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "giftbench-low-1e-4 is implemented for multiclass SUTs, not 'detection'" in err
+    assert "is implemented for multiclass SUTs, not 'detection'" in err
     assert not (tmp_path / "runs").exists(), "no run folder: nothing ran"
     assert not (tmp_path / "cache").exists(), "refused from the config alone: no model was built"
 
