@@ -24,7 +24,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
+#: ``origin_boxes`` / ``result_boxes``).
+READABLE_VERSIONS = (2, 3)
 
 Task = Literal["multiclass", "binary", "detection"]
 
@@ -45,7 +48,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -63,6 +66,10 @@ class CaseRecord(BaseModel):
     flipped: bool = Field(False, description="the SUT's decision left the origin's (see the module docstring)")
     target_reached: bool = Field(False, description="the result reached the target")
     confidence_reduction: float | None = Field(None, description="detection: paper eq. 15 on the result")
+    origin_boxes: list[list[float]] | None = Field(
+        None, description="detection: the SUT's top-k detections on the origin, most confident first, each "
+                          "[x0, y0, x1, y1, class, confidence] in the saved image's pixels")
+    result_boxes: list[list[float]] | None = Field(None, description="detection: the same on the result")
     # --- the validity oracle (independent judges, never the model that steered the search) -------------------------
     oracle_origin_label: int | None = Field(None, description="the judges' decision on the origin")
     oracle_result_label: int | None = Field(None, description="the judges' decision on the result")
@@ -113,9 +120,10 @@ def parse_record(data: dict[str, Any] | str, where: str = "record") -> CaseRecor
         if not isinstance(data, dict):
             raise RecordError(f"{where}: not a JSON object")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RecordError(f"{where}: schema_version {version!r}, this hynea_pl reads version {SCHEMA_VERSION}")
-        return CaseRecord.model_validate(data)
+        if version not in READABLE_VERSIONS:
+            raise RecordError(f"{where}: schema_version {version!r}, this hynea_pl reads versions "
+                              f"{', '.join(map(str, READABLE_VERSIONS))}")
+        return CaseRecord.model_validate({**data, "schema_version": SCHEMA_VERSION})
     except json.JSONDecodeError as error:
         raise RecordError(f"{where}: invalid JSON ({error.msg})") from None
     except ValidationError as error:
@@ -138,4 +146,4 @@ def write_records(path: Path | str, records: Iterable[CaseRecord]) -> None:
     Path(path).write_text("".join(record.to_json() + "\n" for record in records), encoding="utf-8")
 
 
-__all__ = ["SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "Verdict", "parse_record", "read_records", "write_records"]
+__all__ = ["READABLE_VERSIONS", "SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "Verdict", "parse_record", "read_records", "write_records"]

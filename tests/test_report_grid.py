@@ -117,3 +117,22 @@ def test_no_valid_failure_writes_no_valid_failures_grid(tmp_path):
     assert write_grids(run, records) == [run / "grid.png"]
     assert not (run / "grid_valid_failures.png").exists()
     assert write_grids(run, []) == []
+
+
+def test_detection_tiles_show_the_confident_boxes_in_red_for_the_class_under_test(tmp_path):
+    from hynea_pl.report.grid import OTHER_BOX, TARGET_BOX, draw_boxes
+
+    tile = Image.new("RGB", (96, 96))  # a 32 px image upscaled 3x
+    boxes = [[2, 2, 10, 10, 3, 0.9], [20, 20, 30, 30, 7, 0.8], [12, 12, 18, 18, 3, 0.4]]
+    out = np.asarray(draw_boxes(tile, boxes, 3.0, target=3))
+    assert tuple(out[18, 6]) == TARGET_BOX  # the left edge of the class-3 box, at x = 2 * 3
+    assert tuple(out[75, 60]) == OTHER_BOX  # the left edge of the class-7 box
+    assert not np.any(np.all(out[40:50, 36] == TARGET_BOX, axis=-1)), "a box at confidence 0.4 is not drawn"
+    # through a record: the grid draws the origin's and the result's boxes
+    run, records = make_run(tmp_path / "run", ["valid_failure"], mode="RGB")
+    det = records[0].model_copy(update={"task": "detection", "target": 3, "origin_boxes": [boxes[0]],
+                                        "result_boxes": [boxes[1]]})
+    grid = np.asarray(case_grid(run, [det], min_size=96))
+    assert np.any(np.all(grid == TARGET_BOX, axis=-1)) and np.any(np.all(grid == OTHER_BOX, axis=-1))
+    plain = np.asarray(case_grid(run, records, min_size=96))
+    assert not np.any(np.all(plain == TARGET_BOX, axis=-1))

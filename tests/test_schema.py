@@ -33,7 +33,7 @@ def test_records_round_trip_and_defaults(tmp_path):
     ({"case_id": None}, r"records.jsonl:2: field 'case_id':"),
     ({"sut_evals": "many"}, r"records.jsonl:2: field 'sut_evals':"),
     ({"task": "segmentation"}, r"records.jsonl:2: field 'task':"),
-    ({"schema_version": 1}, r"records.jsonl:2: schema_version 1, this hynea_pl reads version"),
+    ({"schema_version": 1}, r"records.jsonl:2: schema_version 1, this hynea_pl reads versions 2, 3"),
 ])
 def test_a_corrupted_record_is_a_one_line_error_naming_file_line_and_field(tmp_path, change, message):
     good = record().model_dump()
@@ -55,6 +55,16 @@ def test_a_missing_field_and_broken_json_are_named(tmp_path):
     path.write_text('{"schema_version": 2, "method": \n')
     with pytest.raises(RecordError, match=r"records.jsonl:1: invalid JSON"):
         read_records(path)
+
+
+def test_a_version_2_record_reads_as_the_current_version_without_boxes(tmp_path):
+    old = record(flipped=True).model_dump()
+    old["schema_version"] = 2
+    del old["origin_boxes"], old["result_boxes"]
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (again,) = read_records(path)
+    assert again.schema_version == SCHEMA_VERSION == 3 and again.flipped and again.result_boxes is None
 
 
 def test_assignment_is_validated():

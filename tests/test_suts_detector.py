@@ -173,3 +173,20 @@ def test_two_hynea_steps_with_the_detector(sut):
               enable_model_summary=False, enable_progress_bar=False).fit(case)
     assert case.control.shape == (1, 4, 5)  # (classes, detections) for the projector's Conv1d branch
     assert case.control.sum().item() == 5 and len(case.result.history) == 2
+
+
+def test_boxes_are_the_top_k_in_the_images_own_pixels(varied_sut):
+    sut = varied_sut
+    images = torch.rand(2, 3, 32, 128)  # resized to 64 x 64 by the SUT: x scales by 2, y by 0.5
+    detections = sut.detect(images)
+    rows = sut.boxes(images)
+    assert len(rows) == 2 and all(len(image) == 5 for image in rows)
+    for b in range(2):
+        x, y, w, h = detections["boxes"][b, 0].tolist()
+        x0, y0, x1, y1, cls, conf = rows[b][0]
+        assert x0 == pytest.approx((x - w / 2) * 2, abs=1e-3) and x1 == pytest.approx((x + w / 2) * 2, abs=1e-3)
+        assert y0 == pytest.approx((y - h / 2) / 2, abs=1e-3) and y1 == pytest.approx((y + h / 2) / 2, abs=1e-3)
+        logits = detections["logits"][b, 0]
+        assert cls == int(logits.argmax()) and conf == pytest.approx(float(logits.max().sigmoid()), abs=1e-4)
+        confidences = [row[5] for row in rows[b]]
+        assert confidences == sorted(confidences, reverse=True)

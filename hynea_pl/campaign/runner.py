@@ -105,9 +105,13 @@ def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, o
     record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
     record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
     record.result_step = result.step
+    origin, image = model.origin_image.cpu(), result.image.cpu()
     if record.task == "detection":
         record.confidence_reduction = float(confidence_reduction(origin_output, output, target, from_logits=True))
-    origin, image = model.origin_image.cpu(), result.image.cpu()
+        if hasattr(sut, "boxes"):  # for the galleries (paper Fig. 6); not a SUT evaluation of a new image
+            device = origin_output.device
+            record.origin_boxes = sut.boxes(model.origin_image.to(device))[0]
+            record.result_boxes = sut.boxes(result.image.to(device))[0]
     record.ms_ssim = float(ms_ssim(image, origin))
     record.distance = float(frobenius_distance(origin, image))
     for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():

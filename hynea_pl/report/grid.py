@@ -1,5 +1,7 @@
 """Readable case grids: per case a column of origin / result / difference, upscaled, under a caption a person can
-read (case id, origin class and the SUT's label, the validity oracle's verdict in colour), wrapped into rows."""
+read (case id, origin class and the SUT's label, the validity oracle's verdict in colour), wrapped into rows.
+Detection cases show the SUT's top-k boxes with confidence > 0.5 on origin and result (paper Fig. 6), the class
+under test in red."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from PIL import Image, ImageDraw, ImageFont
 from hynea_pl.images import load_image
 from hynea_pl.schema import CaseRecord
 
-__all__ = ["VERDICT_STYLE", "case_grid", "caption", "upscale", "write_grids"]
+__all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "upscale", "write_grids"]
 
 RGB = tuple[int, int, int]
 BLACK: RGB = (0, 0, 0)
@@ -31,6 +33,10 @@ ERROR_STYLE: tuple[str, RGB] = ("error", (140, 0, 160))
 ROWS = (("origin", "origin_image"), ("result", "result_image"), ("difference", "diff_image"))
 PAD = 4
 DEFAULT_COLUMNS = 10
+#: boxes drawn on detection tiles: confidence above this (paper Fig. 6)
+BOX_CONFIDENCE = 0.5
+TARGET_BOX: RGB = (230, 30, 30)
+OTHER_BOX: RGB = (40, 160, 255)
 
 
 def upscale(image: Image.Image, min_size: int) -> Image.Image:
@@ -48,15 +54,41 @@ def caption(record: CaseRecord) -> list[tuple[str, RGB]]:
     return [(record.case_id, BLACK), (f"{origin} -> SUT label {label}", BLACK), status]
 
 
-def _tile(run_dir: Path, relative: str | None, min_size: int) -> Image.Image | None:
-    """A case PNG as an upscaled RGB image; None when absent or unreadable."""
+def draw_boxes(tile: Image.Image, boxes: Sequence[Sequence[float]], scale: float, target: int | None) -> Image.Image:
+    """Draw detections ``[x0, y0, x1, y1, class, confidence]`` (in the saved image's pixels, times ``scale`` on
+    ``tile``) whose confidence exceeds :data:`BOX_CONFIDENCE`, labelled ``class confidence``; the class under test
+    (``target``) in red, others in blue."""
+    draw = ImageDraw.Draw(tile)
+    font = ImageFont.load_default(size=max(10, tile.height // 14))
+    for x0, y0, x1, y1, cls, conf in boxes:
+        if conf <= BOX_CONFIDENCE:
+            continue
+        colour = TARGET_BOX if target is not None and int(cls) == target else OTHER_BOX
+        draw.rectangle((x0 * scale, y0 * scale, x1 * scale, y1 * scale), outline=colour, width=2)
+        draw.text((x0 * scale + 2, max(0.0, y0 * scale - font.size - 2)), f"{int(cls)} {conf:.2f}", fill=colour,
+                  font=font)
+    return tile
+
+
+def _tile(run_dir: Path, relative: str | None, min_size: int, boxes: Sequence[Sequence[float]] | None = None,
+          target: int | None = None) -> Image.Image | None:
+    """A case PNG as an upscaled RGB image, with ``boxes`` drawn (:func:`draw_boxes`); None when absent or
+    unreadable."""
     if not relative:
         return None
     try:
         array = load_image(run_dir / relative).expand(3, -1, -1).permute(1, 2, 0).numpy()
     except OSError:
         return None
-    return upscale(Image.fromarray(np.round(array * 255).astype(np.uint8), "RGB"), min_size)
+    image = Image.fromarray(np.round(array * 255).astype(np.uint8), "RGB")
+    tile = upscale(image, min_size)
+    return draw_boxes(tile, boxes, tile.width / image.width, target) if boxes else tile
+
+
+def _column(run_dir: Path, record: CaseRecord, min_size: int) -> list[Image.Image | None]:
+    """The origin / result / difference tiles of one case (boxes on origin and result for detection)."""
+    boxes = {"origin_image": record.origin_boxes, "result_image": record.result_boxes}
+    return [_tile(run_dir, getattr(record, key), min_size, boxes.get(key), record.target) for _, key in ROWS]
 
 
 def _text_width(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.ImageFont | ImageFont.FreeTypeFont) -> int:
@@ -76,7 +108,7 @@ def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = 
     if not cases:
         raise ValueError("no test case to show in a grid")
     columns = max(1, min(columns or DEFAULT_COLUMNS, len(cases)))
-    tiles = [[_tile(run_dir, getattr(r, key), min_size) for _, key in ROWS] for r in cases]
+    tiles = [_column(run_dir, r, min_size) for r in cases]
     sizes = [t.size for column in tiles for t in column if t is not None] or [(min_size, min_size)]
     cell_w, cell_h = max(w for w, _ in sizes), max(h for _, h in sizes)
 

@@ -117,6 +117,19 @@ class YOLODetectorSUT(SUT):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.detect(images)["logits"]
 
+    @torch.no_grad()
+    def boxes(self, images: torch.Tensor) -> list[list[list[float]]]:
+        """Per image ``(B, C, H, W)``, its top-k detections as ``[x0, y0, x1, y1, class, confidence]`` in the
+        image's own pixels (most confident first; confidence = the sigmoid of the class logit)."""
+        found = self.detect(images)
+        sx, sy = images.shape[-1] / self.imgsz, images.shape[-2] / self.imgsz
+        xywh = found["boxes"].float()
+        corners = torch.stack([(xywh[..., 0] - xywh[..., 2] / 2) * sx, (xywh[..., 1] - xywh[..., 3] / 2) * sy,
+                               (xywh[..., 0] + xywh[..., 2] / 2) * sx, (xywh[..., 1] + xywh[..., 3] / 2) * sy], -1)
+        best = found["logits"].float().max(-1)
+        rows = torch.cat([corners, best.indices.unsqueeze(-1).float(), best.values.sigmoid().unsqueeze(-1)], -1)
+        return [[[round(float(v), 4) for v in row] for row in image] for image in rows.cpu()]
+
     # --- task semantics -------------------------------------------------------------------------------
     def prediction(self, output: torch.Tensor) -> torch.Tensor:
         """The class of the most confident detection ``(B,)``."""
