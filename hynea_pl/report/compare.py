@@ -61,9 +61,15 @@ def run_generator(run_dir: Path | str) -> dict[str, Any] | None:
 
 
 def run_zoo_profile(run_dir: Path | str) -> str | None:
-    """The zoo profile a run's generator came from (its ``config.yaml``), ``None`` for any other generator."""
+    """The zoo profile a run's digit generator came from (its ``config.yaml``), ``None`` for any other generator
+    (a real model, or a zoo scene generator: the digit zoo's embedder and held-out digits do not fit scenes)."""
+    from hynea_pl.zoo.scenes import SCENE_COMPONENTS
+
     pretrained = str(((run_generator(run_dir) or {}).get("init_args") or {}).get("pretrained") or "")
-    return pretrained.removeprefix("zoo://").split("/")[0] if pretrained.startswith("zoo://") else None
+    if not pretrained.startswith("zoo://"):
+        return None
+    profile, _, component = pretrained.removeprefix("zoo://").partition("/")
+    return None if component.strip("/") in SCENE_COMPONENTS else profile
 
 
 def run_embedder_name(run_dir: Path | str) -> str:

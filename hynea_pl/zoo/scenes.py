@@ -32,6 +32,9 @@ from hynea_pl.zoo.data import NUM_CLASSES, DigitSplit
 
 #: Side of an MNIST digit's original crop inside the zoo's 32x32 padded images.
 DIGIT_SIDE = 28
+#: The zoo components of the scene tasks (extras): their images are scenes, not single digits, so the digit zoo's
+#: embedder and held-out digits do not fit them (realism and diversity of a scene run are reported unavailable).
+SCENE_COMPONENTS = ("scene_autoencoder", "scene_ldm", "attribute_sut", "attribute_oracle", "detector_sut")
 
 
 @dataclass(frozen=True)
@@ -157,5 +160,5 @@ def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
     return train, test
 
 
-__all__ = ["DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
+__all__ = ["SCENE_COMPONENTS", "DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
            "scene_split"]
