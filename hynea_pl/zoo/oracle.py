@@ -109,8 +109,9 @@ def load_oracle(entry: Path) -> OracleClassifier:
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:
-    """The oracle's training augmentation on ``(B, 1, 32, 32)`` in [0, 1]: stroke width, elastic, affine, then
-    pixel noise."""
+    """The oracle's training augmentation on ``(B, C, H, W)`` in [0, 1] (digits, or the 64x64 digit scenes of
+    :mod:`hynea_pl.zoo.scene_attributes`): stroke width, elastic, affine, then pixel noise. ``cfg`` is an
+    :class:`OracleConfig` or any config with its augmentation fields."""
     images = random_stroke(images, cfg.stroke_prob, cfg.stroke_kernel, generator)
     images = random_elastic(images, cfg.elastic_prob, cfg.elastic_alpha, cfg.elastic_grid, generator)
     images = random_affine(images, cfg.max_shift, cfg.max_rotation, cfg.max_scale, generator)
