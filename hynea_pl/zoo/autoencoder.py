@@ -1,11 +1,12 @@
-"""The zoo's image autoencoder: a small diffusers ``AutoencoderKL`` (1x32x32 <-> 4x8x8)."""
+"""The zoo's image autoencoders: a small diffusers ``AutoencoderKL`` (MNIST: 1x32x32 <-> 4x8x8) or ``VQModel``
+(digit scenes: 1x64x64 <-> 3x16x16, :mod:`hynea_pl.zoo.scene_ldm`)."""
 
 from __future__ import annotations
 
 import lightning as L
 import torch
 import torch.nn.functional as F
-from diffusers import AutoencoderKL
+from diffusers import AutoencoderKL, VQModel
 
 
 def to_model_range(images: torch.Tensor) -> torch.Tensor:
@@ -19,10 +20,15 @@ def to_image_range(x: torch.Tensor) -> torch.Tensor:
 
 
 class AutoencoderTraining(L.LightningModule):
-    """Trains an ``AutoencoderKL`` with MSE + ``l1_weight`` * L1 + ``kl_weight`` * KL, AdamW and cosine decay."""
+    """Trains an autoencoder with MSE + ``l1_weight`` * L1 + a regulariser, AdamW and cosine decay.
+
+    The regulariser is ``kl_weight`` * KL for an ``AutoencoderKL`` (decoding a posterior sample) and ``vq_weight``
+    * the commitment + codebook loss that ``VQModel`` returns for a ``VQModel`` (decoding the quantised latents).
+    """
 
     def __init__(
-        self, vae: AutoencoderKL, lr: float, max_steps: int, l1_weight: float = 0.5, kl_weight: float = 1e-5
+        self, vae: AutoencoderKL | VQModel, lr: float, max_steps: int, l1_weight: float = 0.5,
+        kl_weight: float = 1e-5, vq_weight: float = 1.0,
     ) -> None:
         super().__init__()
         self.vae = vae
@@ -30,16 +36,17 @@ class AutoencoderTraining(L.LightningModule):
         self.max_steps = max_steps
         self.l1_weight = l1_weight
         self.kl_weight = kl_weight
+        self.vq_weight = vq_weight
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         x = to_model_range(batch[0])
-        posterior = self.vae.encode(x).latent_dist
-        recon = self.vae.decode(posterior.sample()).sample
-        loss = (
-            F.mse_loss(recon, x)
-            + self.l1_weight * F.l1_loss(recon, x)
-            + self.kl_weight * posterior.kl().mean()
-        )
+        if isinstance(self.vae, VQModel):
+            decoded = self.vae(x)
+            recon, regulariser = decoded.sample, self.vq_weight * decoded.commit_loss.mean()
+        else:
+            posterior = self.vae.encode(x).latent_dist
+            recon, regulariser = self.vae.decode(posterior.sample()).sample, self.kl_weight * posterior.kl().mean()
+        loss = F.mse_loss(recon, x) + self.l1_weight * F.l1_loss(recon, x) + regulariser
         self.log("loss", loss, prog_bar=True)
         return loss
 
@@ -50,20 +57,21 @@ class AutoencoderTraining(L.LightningModule):
 
 
 @torch.no_grad()
-def encode_latents(vae: AutoencoderKL, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
-    """Posterior means ``(N, 4, 8, 8)`` of images in [0, 1] ``(N, 1, 32, 32)``, unscaled."""
+def encode_latents(vae: AutoencoderKL | VQModel, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """Unscaled latents of images in [0, 1]: an ``AutoencoderKL``'s posterior means (MNIST ``(N, 1, 32, 32)`` ->
+    ``(N, 4, 8, 8)``), a ``VQModel``'s pre-quantisation latents (scenes ``(N, 1, 64, 64)`` -> ``(N, 3, 16, 16)``)."""
     vae.eval()
-    return torch.cat(
-        [
-            vae.encode(to_model_range(images[i : i + batch_size])).latent_dist.mean
-            for i in range(0, len(images), batch_size)
-        ]
-    )
+    latents = []
+    for i in range(0, len(images), batch_size):
+        encoded = vae.encode(to_model_range(images[i : i + batch_size]))
+        latents.append(encoded.latent_dist.mean if hasattr(encoded, "latent_dist") else encoded.latents)
+    return torch.cat(latents)
 
 
 @torch.no_grad()
-def reconstruct(vae: AutoencoderKL, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
-    """Decode the posterior means: reconstructions in [0, 1] of images in [0, 1]."""
+def reconstruct(vae: AutoencoderKL | VQModel, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
+    """Decode the latents of :func:`encode_latents` (a ``VQModel`` quantises them): reconstructions in [0, 1] of
+    images in [0, 1]."""
     latents = encode_latents(vae, images, batch_size)
     return torch.cat(
         [to_image_range(vae.decode(latents[i : i + batch_size]).sample) for i in range(0, len(latents), batch_size)]
