@@ -137,3 +137,22 @@ def test_scene_attribute_cnn_takes_any_size_and_scores_are_exact_on_perfect_logi
     assert scores == {"mean_auroc": 1.0, "min_auroc": 1.0, "mean_accuracy": 1.0, "exact_match": 1.0}
     scores = sa.attribute_scores(torch.tensor([[1.0, -1.0], [1.0, 1.0], [1.0, 1.0], [-1.0, -1.0]]), targets)
     assert scores["mean_accuracy"] == pytest.approx(7 / 8) and scores["exact_match"] == pytest.approx(3 / 4)
+
+
+@pytest.mark.parametrize("config", sorted(Path("configs").glob("scenes_*.yaml")), ids=lambda p: p.name)
+def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path):
+    """A config's SUT / oracle architecture must match the full entries' weights (a mismatch fails at load)."""
+    import yaml
+
+    parsed = yaml.safe_load(config.read_text())
+    expected = {"hynea_pl.zoo.scene_attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
+                "hynea_pl.zoo.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
+    checked = 0
+    for key in ("sut", "oracle"):
+        model = parsed[key]["init_args"].get("model")
+        if isinstance(model, dict) and model["class_path"] in expected:
+            field, cfg = expected[model["class_path"]]
+            assert list(model["init_args"][field]) == list(getattr(cfg, field)), (config.name, key)
+            assert model["init_args"]["dropout"] == cfg.dropout, (config.name, key)
+            checked += 1
+    assert checked >= 1
