@@ -151,8 +151,11 @@ def test_cross_scores_compare_detected_classes_with_present_attributes():
     logits[1, 1] = 2.0  # {1}: misses the 7
     logits[3, 4] = 0.5  # {4}: nothing detected
     scores = sl.cross_scores(detections, logits)
+    # agreement counts only the scenes with a detection (0 and 1): scene 3's two empty sets never "agree"
     assert scores == {"detected_scene_rate": 0.5, "attribute_agreement": 0.5, "attribute_scene_rate": 0.75}
-    assert sl.cross_scores(detections, logits, min_confidence=0.45)["attribute_agreement"] == 0.25  # scene 2 gets {2}
+    assert sl.cross_scores(detections, logits, min_confidence=0.45)["attribute_agreement"] == pytest.approx(1 / 3)
+    blank = sl.cross_scores([[], []], torch.full((2, 10), -1.0))  # blank samples: nothing to agree on
+    assert blank == {"detected_scene_rate": 0.0, "attribute_agreement": 0.0, "attribute_scene_rate": 0.0}
     with pytest.raises(ValueError, match="4 scenes"):
         sl.cross_scores(detections, logits[:3])
 

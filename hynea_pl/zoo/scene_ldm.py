@@ -41,7 +41,7 @@ Gates (``None`` records a value without enforcing it):
   entry's key): ``detected_scene_rate``, the fraction of generated scenes in which the ``detector_sut`` finds at
   least one digit with confidence > 0.5 (>= 0.9 for ``full``), and ``attribute_agreement``, the fraction where
   the ``attribute_sut``'s set of present digits (logit > 0) equals the detector's set of detected classes
-  (confidence > 0.5; :func:`cross_scores`; >= 0.8 for ``full``), plus ``attribute_scene_rate`` (scenes with at
+  (confidence > 0.5), counted over the scenes with a detection (:func:`cross_scores`; >= 0.8 for ``full``), plus ``attribute_scene_rate`` (scenes with at
   least one attribute on; recorded).
 - both: the build time, a budget (the four scene components share 15 minutes on 2 cores; these two about 420 s).
 """
@@ -362,8 +362,9 @@ def cross_scores(detections: Sequence[Sequence[Sequence[float]]], logits: torch.
     ``YOLODetectorSUT.boxes`` gives them) and the attribute SUT's ``logits (N, 10)``:
 
     - ``detected_scene_rate``: scenes with at least one detection of confidence > ``min_confidence``;
-    - ``attribute_agreement``: scenes where the set of attributes with logit > 0 equals the set of detected
-      classes (confidence > ``min_confidence``; two empty sets agree);
+    - ``attribute_agreement``: among the scenes with at least one such detection, those where the set of
+      attributes with logit > 0 equals the set of detected classes (0 when no scene has a detection: two empty
+      sets never count as agreement, so blank samples cannot pass this gate);
     - ``attribute_scene_rate``: scenes with at least one attribute with logit > 0.
     """
     if len(detections) != len(logits):
@@ -373,7 +374,8 @@ def cross_scores(detections: Sequence[Sequence[Sequence[float]]], logits: torch.
     n = max(len(detected), 1)
     return {
         "detected_scene_rate": sum(bool(d) for d in detected) / n,
-        "attribute_agreement": sum(d == p for d, p in zip(detected, present, strict=True)) / n,
+        "attribute_agreement": sum(d == p for d, p in zip(detected, present, strict=True) if d)
+        / max(sum(bool(d) for d in detected), 1),
         "attribute_scene_rate": sum(bool(p) for p in present) / n,
     }
 
