@@ -96,7 +96,8 @@ def test_entries_have_the_ldm_pipeline_layout_and_their_gates(built, scene_ldm_c
                                                "build_time_s"}
     assert set(gates["scene_ldm"]) == {"mean_intensity", "real_mean_intensity", "ink_fraction", "real_ink_fraction",
                                        "intensity_hist_l1", "detected_scene_rate", "attribute_agreement",
-                                       "attribute_scene_rate", "build_time_s"}
+                                       "attribute_scene_rate", "real_detected_scene_rate", "real_attribute_agreement",
+                                       "real_attribute_scene_rate", "build_time_s"}
     assert all(g["threshold"] is None for named in gates.values() for g in named.values())  # tiny: recorded only
     assert 0 < gates["scene_autoencoder"]["codebook_usage"]["value"] <= 1
     ldm_gates = gates["scene_ldm"]
@@ -151,9 +152,10 @@ def test_cross_scores_compare_detected_classes_with_present_attributes():
     logits[1, 1] = 2.0  # {1}: misses the 7
     logits[3, 4] = 0.5  # {4}: nothing detected
     scores = sl.cross_scores(detections, logits)
-    # agreement counts only the scenes with a detection (0 and 1): scene 3's two empty sets never "agree"
-    assert scores == {"detected_scene_rate": 0.5, "attribute_agreement": 0.5, "attribute_scene_rate": 0.75}
-    assert sl.cross_scores(detections, logits, min_confidence=0.45)["attribute_agreement"] == pytest.approx(1 / 3)
+    # agreement: the mean Jaccard index over the scenes with a detection (0: 1, 1: 1/2); scene 3's two empty sets
+    # never "agree"
+    assert scores == {"detected_scene_rate": 0.5, "attribute_agreement": 0.75, "attribute_scene_rate": 0.75}
+    assert sl.cross_scores(detections, logits, min_confidence=0.45)["attribute_agreement"] == pytest.approx(1.5 / 3)
     blank = sl.cross_scores([[], []], torch.full((2, 10), -1.0))  # blank samples: nothing to agree on
     assert blank == {"detected_scene_rate": 0.0, "attribute_agreement": 0.0, "attribute_scene_rate": 0.0}
     with pytest.raises(ValueError, match="4 scenes"):

@@ -39,10 +39,11 @@ Gates (``None`` records a value without enforcing it):
   the L1 distance of the two 16-bin intensity histograms, a cheap realism proxy: 0 same, 2 disjoint; all
   recorded), and the cross gates with the scene SUTs (``gated_by``: built before measuring, never part of this
   entry's key): ``detected_scene_rate``, the fraction of generated scenes in which the ``detector_sut`` finds at
-  least one digit with confidence > 0.5 (>= 0.9 for ``full``), and ``attribute_agreement``, the fraction where
-  the ``attribute_sut``'s set of present digits (logit > 0) equals the detector's set of detected classes
-  (confidence > 0.5), counted over the scenes with a detection (:func:`cross_scores`; >= 0.8 for ``full``), plus ``attribute_scene_rate`` (scenes with at
-  least one attribute on; recorded).
+  least one digit with confidence > 0.5 (>= 0.9 for ``full``), and ``attribute_agreement``, how well the
+  ``attribute_sut``'s set of present digits (logit > 0) and the detector's set of detected classes (confidence >
+  0.5) agree: their mean Jaccard index over the scenes with a detection (:func:`cross_scores`; >= 0.8 for
+  ``full``), plus ``attribute_scene_rate`` (scenes with at least one attribute on; recorded) and the same three
+  scores of the held-out real scenes (``real_*``, recorded: the reference the generated scenes are held to).
 - both: the build time, a budget (the four scene components share 15 minutes on 2 cores; these two about 420 s).
 """
 
@@ -362,9 +363,12 @@ def cross_scores(detections: Sequence[Sequence[Sequence[float]]], logits: torch.
     ``YOLODetectorSUT.boxes`` gives them) and the attribute SUT's ``logits (N, 10)``:
 
     - ``detected_scene_rate``: scenes with at least one detection of confidence > ``min_confidence``;
-    - ``attribute_agreement``: among the scenes with at least one such detection, those where the set of
-      attributes with logit > 0 equals the set of detected classes (0 when no scene has a detection: two empty
-      sets never count as agreement, so blank samples cannot pass this gate);
+    - ``attribute_agreement``: over the scenes with at least one such detection, the mean Jaccard index of the
+      set of attributes with logit > 0 and the set of detected classes (1 when they are equal; 0 when no scene has
+      a detection: two empty sets never count as agreement, so blank samples cannot pass this gate). Jaccard, not
+      set equality: on 200 held-out *real* scenes each SUT reads exactly the true digits in only about 80 % of
+      scenes (a digit partly covered by another, a small 1), so the two sets are equal in 0.78 of them while their
+      mean Jaccard index is 0.90;
     - ``attribute_scene_rate``: scenes with at least one attribute with logit > 0.
     """
     if len(detections) != len(logits):
@@ -374,7 +378,7 @@ def cross_scores(detections: Sequence[Sequence[Sequence[float]]], logits: torch.
     n = max(len(detected), 1)
     return {
         "detected_scene_rate": sum(bool(d) for d in detected) / n,
-        "attribute_agreement": sum(d == p for d, p in zip(detected, present, strict=True) if d)
+        "attribute_agreement": sum(len(d & p) / len(d | p) for d, p in zip(detected, present, strict=True) if d)
         / max(sum(bool(d) for d in detected), 1),
         "attribute_scene_rate": sum(bool(p) for p in present) / n,
     }
@@ -414,11 +418,14 @@ def measure_scene_ldm(gates: SceneLDMGates, entry: Path, context: ExtraContext, 
     detector, attributes = load_cross_suts(context)
     cross = cross_scores(scene_detections(detector, images), attribute_logits(attributes, images),
                          gates.min_confidence)
+    real_cross = cross_scores(scene_detections(detector, real.images), attribute_logits(attributes, real.images),
+                              gates.min_confidence)
     return [
         *(Gate(name, value, None) for name, value in stats.items()),
         Gate("detected_scene_rate", cross["detected_scene_rate"], gates.min_detected_rate),
         Gate("attribute_agreement", cross["attribute_agreement"], gates.min_agreement),
         Gate("attribute_scene_rate", cross["attribute_scene_rate"], None),
+        *(Gate(f"real_{name}", value, None) for name, value in real_cross.items()),
     ]
 
 
