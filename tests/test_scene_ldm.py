@@ -167,3 +167,30 @@ def test_scene_detections_see_every_candidate_and_restore_top_k():
     rows = sl.scene_detections(detector, scenes(3), batch_size=2)
     assert len(rows) == 3 and all(len(r) == 7 for r in rows)  # all 7 candidates, not the top 5
     assert detector.top_k == 5
+
+
+def test_ink_weight_makes_missed_strokes_cost_more_than_missed_background():
+    from hynea_pl.zoo.autoencoder import AutoencoderTraining
+
+    class Constant(torch.nn.Module):  # an "autoencoder" whose reconstruction is all black, whatever the input
+        def encode(self, x):
+            return type("Encoded", (), {"latent_dist": self})()
+
+        def sample(self):
+            return torch.zeros(1)
+
+        def kl(self):
+            return torch.zeros(1)
+
+        def decode(self, z):
+            return type("Decoded", (), {"sample": torch.full((1, 1, 4, 4), -1.0)})()
+
+    stroke = torch.zeros(1, 1, 4, 4)
+    stroke[..., 1, :] = 1.0  # one white row on black: a quarter of the pixels are ink
+    losses = {}
+    for weight in (0.0, 5.0):
+        module = AutoencoderTraining(Constant(), lr=1e-3, max_steps=1, l1_weight=0.0, kl_weight=0.0, ink_weight=weight)
+        module.log = lambda *args, **kwargs: None
+        losses[weight] = module.training_step((stroke,), 0).item()
+    # all-black misses the ink row by 2 (in [-1, 1]): MSE 4 / 4 = 1, with ink counted 6x: (6 * 4) / 4 = 6
+    assert losses[0.0] == pytest.approx(1.0) and losses[5.0] == pytest.approx(6.0)

@@ -1,5 +1,6 @@
 """Digit scenes: the boxes are where the digits were drawn, the draw is deterministic, the split is disjoint."""
 
+import pytest
 import torch
 
 from hynea_pl.zoo.scenes import SceneConfig, digit_crops, ink_box, make_scenes, overlap_fraction
@@ -71,3 +72,23 @@ def test_helpers():
     assert ink_box(torch.zeros(4, 4), 0.5) is None
     assert digit_crops(torch.zeros(2, 1, 32, 32)).shape == (2, 1, 28, 28)
     assert overlap_fraction((0, 0, 4, 4), (2, 2, 6, 6)) == 4 / 16
+
+
+def test_windows_around_digits_hold_a_digit_stay_inside_and_are_deterministic():
+    from hynea_pl.zoo.scenes import windows_around_digits
+
+    images, labels = _digits()
+    scenes = make_scenes(images, labels, 20, seed=5)
+    windows = windows_around_digits(scenes, size=32, per_scene=3, jitter=4, seed=1)
+    assert windows.shape == (60, 1, 32, 32)
+    assert torch.equal(windows, windows_around_digits(scenes, 32, 3, 4, seed=1))
+    assert not torch.equal(windows, windows_around_digits(scenes, 32, 3, 4, seed=2))
+    # every window is a crop of its own scene (scene-major) and holds ink of a digit
+    for i, window in enumerate(windows):
+        scene = scenes.images[i // 3, 0]
+        unfolded = scene.unfold(0, 32, 1).unfold(1, 32, 1)  # (33, 33, 32, 32): every 32 px crop
+        assert (unfolded == window[0]).flatten(2).all(-1).any()
+        assert window.amax() > 0.5
+    assert windows_around_digits(scenes, 64, 1, 0, seed=0).shape == (20, 1, 64, 64)
+    with pytest.raises(ValueError, match="window size"):
+        windows_around_digits(scenes, 65, 1, 0, seed=0)

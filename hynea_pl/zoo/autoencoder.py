@@ -24,11 +24,13 @@ class AutoencoderTraining(L.LightningModule):
 
     The regulariser is ``kl_weight`` * KL for an ``AutoencoderKL`` (decoding a posterior sample) and ``vq_weight``
     * the commitment + codebook loss that ``VQModel`` returns for a ``VQModel`` (decoding the quantised latents).
+    With ``ink_weight > 0`` the MSE of each pixel whose target is ink (> ``ink_threshold`` in [0, 1]) counts
+    ``1 + ink_weight`` times: sparse strokes on black (digit scenes) otherwise first train toward all black.
     """
 
     def __init__(
         self, vae: AutoencoderKL | VQModel, lr: float, max_steps: int, l1_weight: float = 0.5,
-        kl_weight: float = 1e-5, vq_weight: float = 1.0,
+        kl_weight: float = 1e-5, vq_weight: float = 1.0, ink_weight: float = 0.0, ink_threshold: float = 0.1,
     ) -> None:
         super().__init__()
         self.vae = vae
@@ -37,6 +39,7 @@ class AutoencoderTraining(L.LightningModule):
         self.l1_weight = l1_weight
         self.kl_weight = kl_weight
         self.vq_weight = vq_weight
+        self.ink_weight, self.ink_threshold = ink_weight, ink_threshold
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         x = to_model_range(batch[0])
@@ -46,7 +49,12 @@ class AutoencoderTraining(L.LightningModule):
         else:
             posterior = self.vae.encode(x).latent_dist
             recon, regulariser = self.vae.decode(posterior.sample()).sample, self.kl_weight * posterior.kl().mean()
-        loss = F.mse_loss(recon, x) + self.l1_weight * F.l1_loss(recon, x) + regulariser
+        if self.ink_weight > 0:
+            weight = 1 + self.ink_weight * (batch[0] > self.ink_threshold).float()
+            mse = (weight * (recon - x).square()).mean()
+        else:
+            mse = F.mse_loss(recon, x)
+        loss = mse + self.l1_weight * F.l1_loss(recon, x) + regulariser
         self.log("loss", loss, prog_bar=True)
         return loss
 

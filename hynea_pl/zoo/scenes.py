@@ -151,6 +151,28 @@ def make_scenes(digits: Tensor, labels: Tensor, n: int, seed: int, cfg: SceneCon
     return DigitScenes(torch.stack(images) if images else torch.zeros(0, 1, cfg.size, cfg.size), boxes, classes)
 
 
+def windows_around_digits(scenes: DigitScenes, size: int, per_scene: int, jitter: int, seed: int) -> Tensor:
+    """``per_scene`` square windows ``(N * per_scene, 1, size, size)`` of every scene, each centred on one of its
+    digits drawn at random (its box centre moved by up to ``jitter`` px each way, the window kept inside the
+    canvas); scene-major, the same arguments give the same windows.
+
+    A fully convolutional autoencoder trains on these 4x cheaper than on whole 64 px scenes (32 px windows) and sees
+    ink in most of its pixels instead of ~3 % (the scene autoencoder, :mod:`hynea_pl.zoo.scene_ldm`)."""
+    canvas = scenes.images.shape[-1]
+    if not 0 < size <= canvas:
+        raise ValueError(f"window size must be in (0, {canvas}], got {size}")
+    rng = torch.Generator().manual_seed(seed)
+    windows = []
+    for image, boxes in zip(scenes.images, scenes.boxes, strict=True):
+        for _ in range(per_scene):
+            x0, y0, x1, y1 = boxes[_randint(rng, 0, len(boxes) - 1)].tolist() if len(boxes) else (0, 0, canvas, canvas)
+            cx, cy = (x0 + x1) / 2 + _randint(rng, -jitter, jitter), (y0 + y1) / 2 + _randint(rng, -jitter, jitter)
+            left = int(min(max(round(cx - size / 2), 0), canvas - size))
+            top = int(min(max(round(cy - size / 2), 0), canvas - size))
+            windows.append(image[:, top:top + size, left:left + size])
+    return torch.stack(windows) if windows else torch.zeros(0, 1, size, size)
+
+
 def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
                 cfg: SceneConfig = SceneConfig()) -> tuple[DigitScenes, DigitScenes]:
     """Training scenes from the training digits and held-out scenes from the held-out digits (no digit image is in
@@ -161,4 +183,4 @@ def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
 
 
 __all__ = ["SCENE_COMPONENTS", "DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
-           "scene_split"]
+           "scene_split", "windows_around_digits"]
