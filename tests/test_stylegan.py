@@ -74,9 +74,11 @@ def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wr
     built = build_extra("tiny", "stylegan", verbose=False)
     assert is_complete(built.entry) and is_complete(built.manifest)
     names = [g["name"] for g in built.quality["gates"]]
-    assert names == ["sut_accuracy_psi1", "oracle_judges_accuracy_psi1", "fid_psi1", "sut_accuracy_psi0.7",
+    assert names == ["sut_accuracy_psi1", "sut_worst_class_accuracy_psi1", "oracle_judges_accuracy_psi1", "fid_psi1",
+                     "diversity_psi1", "sut_accuracy_psi0.7", "sut_worst_class_accuracy_psi0.7",
                      "oracle_judges_accuracy_psi0.7", "fid_psi0.7", "build_time_s"]
     assert all(isinstance(g["value"], float) for g in built.quality["gates"])
+    assert built.quality["gates"][4]["value"] > 0  # diversity: distinct z give distinct digits
     assert (built.manifest / "samples_psi0.7.png").is_file()
     assert json.loads((built.entry / "config.json").read_text())["output_range"] == [-1, 1]
     assert extra_paths("tiny", "stylegan") == (built.entry, built.manifest)
@@ -86,3 +88,15 @@ def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wr
     image = gen.sample(z, 5)
     assert image.shape == (1, 1, 32, 32) and 0 <= image.min() and image.max() <= 1
     assert torch.equal(image, tiny_zoo.extra("stylegan")(z, torch.tensor([5])).add(1).div(2).clamp(0, 1))
+
+
+def test_within_class_spread_is_zero_for_a_collapsed_class_and_grows_with_variety():
+    from hynea_pl.zoo.stylegan_build import within_class_spread
+
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    collapsed = torch.zeros(6, 1, 4, 4)
+    collapsed[3:] = 1.0
+    assert within_class_spread(collapsed, labels) == 0.0
+    varied = collapsed.clone()
+    varied[0, 0, 0, 0] = 1.0  # one pixel differs in class 0: pairs (0, 1), (0, 2) at distance 1 of 6 ordered pairs
+    assert within_class_spread(varied, labels) == pytest.approx((4 / 6) / 2)

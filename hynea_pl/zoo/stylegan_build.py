@@ -5,8 +5,11 @@ build`` (see :mod:`hynea_pl.zoo.extras`); the base zoo (the MNIST demo) never bu
 generator (``model.safetensors`` + ``config.json`` with class path and init args).
 
 Gates on 200 generated digits (20 per class, one seeded z batch, constant noise): the SUT's accuracy against
-their class at psi = 1.0 (>= 0.85) and psi = 0.7 (>= 0.95), the oracle judges' accuracy (recorded), FID against
-the held-out digits in the zoo embedder's feature space (recorded) and the build time (<= 360 s, a budget).
+their class at psi = 1.0 (>= 0.85) and psi = 0.7 (>= 0.95) and on its worst class (recorded), the oracle judges'
+accuracy (recorded), FID against the held-out digits in the zoo embedder's feature space (recorded), the diversity at
+psi = 1.0 (the mean within-class pairwise pixel distance of the generated digits over that of as many held-out
+digits per class: 1 as varied as real digits, 0 a class collapsed to one image) and the build time (<= 360 s, a
+budget).
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ class StyleGANConfig:
     r1_interval: int = 16
     mixing_prob: float = 0.5
     ema_kimg: float = 5.0
-    aux_weight: float = 0.0  # AC-GAN class term on the discriminator's auxiliary head (real digits' labels)
+    # AC-GAN class term on the discriminator's auxiliary head (trained on the real digits' labels, never the SUT):
+    # without it one class collapsed into another digit in two of three builds (see the README)
+    aux_weight: float = 1.0
     batch_size: int = 32
     max_steps: int = 3000  # batches (each one D step and one G step)
     seed: int = 21
@@ -57,6 +62,7 @@ class StyleGANGates:
     sut_accuracy: float | None = 0.85  # psi = 1.0
     sut_accuracy_truncated: float | None = 0.95  # psi = truncation_psi
     truncation_psi: float = 0.7
+    min_diversity: float | None = None  # within-class pixel spread of generated / held-out digits at psi = 1.0
     max_build_s: float | None = 360.0
 
 
@@ -114,6 +120,23 @@ def sample_digits(generator: StyleGenerator, per_class: int, seed: int, psi: flo
     return ((images + 1) / 2).clamp(0, 1), labels
 
 
+def within_class_spread(images: torch.Tensor, labels: torch.Tensor) -> float:
+    """Mean over classes of the mean pairwise L2 distance between the flattened images ``(N, 1, H, W)`` of one
+    class (a class collapsed to one image scores 0)."""
+    spreads = []
+    for k in labels.unique():
+        x = images[labels == k].flatten(1)
+        if len(x) > 1:
+            spreads.append(torch.cdist(x, x).sum() / (len(x) * (len(x) - 1)))
+    return torch.stack(spreads).mean().item()
+
+
+def held_out_per_class(images: torch.Tensor, labels: torch.Tensor, per_class: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``per_class`` held-out digits of every class, class-major."""
+    keep = torch.cat([torch.nonzero(labels == k).flatten()[:per_class] for k in range(NUM_CLASSES)])
+    return images[keep], labels[keep]
+
+
 def measure_stylegan(gates: StyleGANGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
     """The gates of the module doc at psi = 1.0 and at ``gates.truncation_psi``; grids to ``out/samples_psi*.png``."""
     from hynea_pl.metrics.realism import realism_scores
@@ -128,11 +151,16 @@ def measure_stylegan(gates: StyleGANGates, entry: Path, context: ExtraContext, o
         save_image(images, out / f"samples_psi{psi:g}.png", nrow=gates.per_class, padding=1)
         ensemble = torch.stack([probabilities(judge, images) for judge in judges]).mean(0)
         fid = realism_scores(images, data.test_images, embedder)["fid"]
+        worst_class = min(accuracy(sut, images[labels == k], labels[labels == k]) for k in range(NUM_CLASSES))
         result += [
             Gate(f"sut_accuracy_psi{psi:g}", accuracy(sut, images, labels), threshold),
+            Gate(f"sut_worst_class_accuracy_psi{psi:g}", worst_class, None),
             Gate(f"oracle_judges_accuracy_psi{psi:g}", (ensemble.argmax(-1) == labels).float().mean().item(), None),
             Gate(f"fid_psi{psi:g}", fid, None, higher_is_better=False),
         ]
+        if psi == 1.0:  # intra-class mode collapse: the spread of a class's digits against real ones
+            real = within_class_spread(*held_out_per_class(data.test_images, data.test_labels, gates.per_class))
+            result.append(Gate("diversity_psi1", within_class_spread(images, labels) / real, gates.min_diversity))
     return result
 
 
