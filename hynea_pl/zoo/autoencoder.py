@@ -26,11 +26,14 @@ class AutoencoderTraining(L.LightningModule):
     * the commitment + codebook loss that ``VQModel`` returns for a ``VQModel`` (decoding the quantised latents).
     With ``ink_weight > 0`` the MSE of each pixel whose target is ink (> ``ink_threshold`` in [0, 1]) counts
     ``1 + ink_weight`` times: sparse strokes on black (digit scenes) otherwise first train toward all black.
+    The learning rate decays along a cosine from ``lr``; with ``warmup_fraction > 0`` it follows a one-cycle
+    schedule instead (from ``lr / 25`` up to ``lr`` over that fraction of the steps, then a cosine down).
     """
 
     def __init__(
         self, vae: AutoencoderKL | VQModel, lr: float, max_steps: int, l1_weight: float = 0.5,
         kl_weight: float = 1e-5, vq_weight: float = 1.0, ink_weight: float = 0.0, ink_threshold: float = 0.1,
+        warmup_fraction: float = 0.0,
     ) -> None:
         super().__init__()
         self.vae = vae
@@ -40,6 +43,7 @@ class AutoencoderTraining(L.LightningModule):
         self.kl_weight = kl_weight
         self.vq_weight = vq_weight
         self.ink_weight, self.ink_threshold = ink_weight, ink_threshold
+        self.warmup_fraction = warmup_fraction
 
     def training_step(self, batch: tuple[torch.Tensor, ...], batch_idx: int) -> torch.Tensor:
         x = to_model_range(batch[0])
@@ -60,7 +64,11 @@ class AutoencoderTraining(L.LightningModule):
 
     def configure_optimizers(self):
         optimizer = torch.optim.AdamW(self.vae.parameters(), lr=self.lr)
-        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.max_steps)
+        if self.warmup_fraction > 0:
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, self.lr, total_steps=self.max_steps,
+                                                            pct_start=self.warmup_fraction)
+        else:
+            scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=self.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
