@@ -392,10 +392,11 @@ def cross_scores(detections: Sequence[Sequence[Sequence[float]]], logits: torch.
     detected = [detected_classes(rows, min_confidence) for rows in detections]
     present = [present_attributes(row) for row in logits]
     n = max(len(detected), 1)
+    n_detected = sum(bool(d) for d in detected)
     return {
-        "detected_scene_rate": sum(bool(d) for d in detected) / n,
+        "detected_scene_rate": n_detected / n,
         "attribute_agreement": sum(len(d & p) / len(d | p) for d, p in zip(detected, present, strict=True) if d)
-        / max(sum(bool(d) for d in detected), 1),
+        / max(n_detected, 1),
         "attribute_scene_rate": sum(bool(p) for p in present) / n,
     }
 
