@@ -3,6 +3,7 @@ detection task, each through ``python -m hynea_pl fit``, then ``compare`` over t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,8 +69,11 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
         assert record.oracle_origin_label in (0, 1)
         assert 1 <= record.sut_evals <= (2 if "giftbench" not in config else 40)
         assert (runs / name / record.result_image).is_file() and (runs / name / "grid.png").is_file()
+        summary = json.loads((runs / name / "summary.json").read_text())
         if record.task == "detection":
             assert record.target == 3 and record.confidence_reduction is not None
+            assert summary["confidence_reduction"] == pytest.approx(record.confidence_reduction, abs=1e-6)
+            assert summary["escape_ratio"] is None
             assert len(record.origin_boxes) == 5 and len(record.result_boxes) == 5
             assert all(len(box) == 6 and 0 <= box[5] <= 1 for box in record.origin_boxes)
         else:

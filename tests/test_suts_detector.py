@@ -49,6 +49,16 @@ def test_target_prediction_and_validity_on_hand_made_output(sut):
     assert sut.is_valid_origin(OUTPUT, 2).tolist() == [False]  # class 2 is nobody's argmax
 
 
+def test_origin_confidence_requires_a_confident_detection_of_the_class(sut):
+    strict = YOLODetectorSUT(sut.model, imgsz=64, origin_confidence=0.9)  # sigmoid(2.5) = 0.924, sigmoid(3) = 0.953
+    assert strict.is_valid_origin(OUTPUT, 1).tolist() == [True]
+    assert strict.is_valid_origin(OUTPUT, 0).tolist() == [True]
+    stricter = YOLODetectorSUT(sut.model, imgsz=64, origin_confidence=0.93)
+    assert stricter.is_valid_origin(OUTPUT, 1).tolist() == [False]  # class 1's only detection has 0.924
+    assert stricter.is_valid_origin(OUTPUT, 0).tolist() == [True]
+    assert stricter.is_valid_origin(OUTPUT, None).tolist() == [True]  # no class asked: any origin
+
+
 def test_control_is_one_hot_of_runner_up_classes_classes_first(sut):
     target = torch.tensor([0])
     # runner-up (most likely class other than 0): detection 0 -> 2, detection 1 -> its own class 1, detection 2 -> 2

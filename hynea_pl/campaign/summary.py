@@ -11,7 +11,8 @@ from hynea_pl.metrics.weights import to_record_value
 from hynea_pl.schema import CaseRecord
 
 SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
-                "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "escape_ratio", "median_sut_evals",
+                "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "escape_ratio", "confidence_reduction",
+                "median_sut_evals",
                 "mean_sut_evals", "sut_evals_per_valid_failure", "mean_runtime_s", "runtime_s_per_valid_failure",
                 "median_ms_ssim", "median_ms_ssim_valid_failures", "skipped_seeds")
 
@@ -19,7 +20,8 @@ SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_ra
 def summarize_records(records: Sequence[CaseRecord]) -> dict:
     """The run's summary from the shared metric module (:func:`hynea_pl.metrics.rescore.records_row`):
     ``n_cases`` (cases with a valid origin), ``flip_rate`` / ``target_reached_rate`` (flips, not valid failures),
-    ``misclassification_rate`` (eqs. 9-11; a case with an error counts as not flipped), ``escape_ratio``,
+    ``misclassification_rate`` (eqs. 9-11; a case with an error counts as not flipped), ``escape_ratio``
+    (eqs. 12-14; not for detection), ``confidence_reduction`` (detection: mean of eq. 15 over the cases),
     ``median_sut_evals`` / ``mean_sut_evals`` (flipped cases), ``mean_runtime_s``, ``median_ms_ssim`` and
     ``skipped_seeds`` (invalid origins drawn, paper 4.5)."""
     row = to_record_value(records_row(list(records)))

@@ -74,13 +74,15 @@ class YOLODetectorSUT(SUT):
 
     ``model``: a ``.pt`` path, a ``.yaml`` (untrained; ``nc`` sets its classes) or a ``DetectionModel``.
     ``weights``: optional state dict to load into it. ``imgsz``: input size, a multiple of the largest stride (32).
+    ``origin_confidence``: a valid origin's detection of the case's class must also have a confidence above this
+    (0: the paper's rule, any top-k detection whose argmax is the class).
     """
 
     task = "detection"
 
     def __init__(self, model: str | nn.Module = "yolov8n.pt", imgsz: int = 640, class_id: int | None = None,
                  top_k: int = 5, nc: int | None = None, weights: str | None = None, strict: bool = True,
-                 exclude_target: bool = True) -> None:
+                 exclude_target: bool = True, origin_confidence: float = 0.0) -> None:
         detector = load_yolo(model, nc=nc)
         stride = int(max(getattr(detector, "stride", torch.tensor([32.0])).tolist()))
         if imgsz % stride:
@@ -90,6 +92,7 @@ class YOLODetectorSUT(SUT):
         self.class_id = class_id
         self.top_k = top_k
         self.exclude_target = exclude_target
+        self.origin_confidence = origin_confidence
         self.names = dict(getattr(detector, "names", {}) or {})
 
     @property
@@ -171,10 +174,13 @@ class YOLODetectorSUT(SUT):
         return F.one_hot(labels, origin_output.shape[-1]).to(origin_output.dtype).transpose(1, 2)
 
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
-        """With a ``condition`` class: it is the argmax of at least one top-k detection (paper 4.5)."""
+        """With a ``condition`` class: it is the argmax of at least one top-k detection (paper 4.5) whose
+        confidence exceeds ``origin_confidence``."""
         if condition is None:
             return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
-        return (origin_output.argmax(-1) == int(condition)).any(-1)
+        best = origin_output.max(-1)
+        confident = best.values.sigmoid() > self.origin_confidence
+        return ((best.indices == int(condition)) & confident).any(-1)
 
 
 __all__ = ["YOLODetectorSUT", "load_yolo"]
