@@ -194,3 +194,13 @@ def test_ink_weight_makes_missed_strokes_cost_more_than_missed_background():
         losses[weight] = module.training_step((stroke,), 0).item()
     # all-black misses the ink row by 2 (in [-1, 1]): MSE 4 / 4 = 1, with ink counted 6x: (6 * 4) / 4 = 6
     assert losses[0.0] == pytest.approx(1.0) and losses[5.0] == pytest.approx(6.0)
+
+
+def test_make_unet_puts_attention_in_the_lowest_levels_only():
+    cfg = dataclasses.replace(sl.LDM_CONFIGS["tiny"], attention_levels=2)
+    unet = sl.make_unet(cfg, (3, 16, 16))
+    assert unet.config.down_block_types == ("DownBlock2D", "AttnDownBlock2D", "AttnDownBlock2D")
+    assert unet.config.up_block_types == ("AttnUpBlock2D", "AttnUpBlock2D", "UpBlock2D")
+    one = sl.make_unet(dataclasses.replace(cfg, attention_levels=1), (3, 16, 16))
+    assert [type(b).__name__ for b in one.down_blocks] == ["DownBlock2D", "DownBlock2D", "AttnDownBlock2D"]
+    assert unet(torch.zeros(2, 3, 16, 16), 10).sample.shape == (2, 3, 16, 16)

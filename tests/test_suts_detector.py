@@ -200,3 +200,12 @@ def test_boxes_are_the_top_k_in_the_images_own_pixels(varied_sut):
         assert cls == int(logits.argmax()) and conf == pytest.approx(float(logits.max().sigmoid()), abs=1e-4)
         confidences = [row[5] for row in rows[b]]
         assert confidences == sorted(confidences, reverse=True)
+
+
+def test_keep_loss_is_the_cross_entropy_toward_the_origins_classes_rank_by_rank(sut):
+    # origin classes by rank: 0, 1, 0
+    expected = (ce([3.0, 1.0, 2.0, 0.0], 0) + ce([0.5, 2.5, 0.0, 1.0], 1) + ce([1.0, -1.0, 0.8, 0.0], 0)) / 3
+    assert sut.keep_loss(OUTPUT, OUTPUT).item() == pytest.approx(expected, rel=1e-5)
+    moved = OUTPUT.clone()
+    moved[0, 0] = torch.tensor([0.0, 1.0, 3.0, 0.0])  # the first detection now reads class 2
+    assert sut.keep_loss(moved, OUTPUT).item() > sut.keep_loss(OUTPUT, OUTPUT).item()

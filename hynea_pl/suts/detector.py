@@ -164,6 +164,12 @@ class YOLODetectorSUT(SUT):
         labels = labels.to(output.device).expand(output.shape[0], -1)
         return F.cross_entropy(output.flatten(0, 1), labels.flatten())
 
+    def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
+        """Mean cross entropy of the top-k detections ``(B, k, nc)`` toward the origin's top-k classes, rank by
+        rank (a reference detector's preservation term: keep detecting what the origin shows)."""
+        labels = origin_output.detach().argmax(-1).to(output.device).expand(output.shape[0], -1)
+        return F.cross_entropy(output.flatten(0, 1), labels.flatten())
+
     def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``(B,)`` bool: no top-k detection predicts the class to suppress any more."""
         return (output.argmax(-1) != target.to(output.device).view(-1, 1)).all(-1)
