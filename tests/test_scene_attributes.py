@@ -148,8 +148,10 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
     expected = {"hynea_pl.zoo.scene_attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
                 "hynea_pl.zoo.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
     checked = 0
-    for key in ("sut", "oracle"):
-        model = parsed[key]["init_args"].get("model")
+    reference = (parsed["model"]["init_args"].get("reference") or {}).get("init_args", {})
+    for key, init_args in (("sut", parsed["sut"]["init_args"]), ("oracle", parsed["oracle"]["init_args"]),
+                           ("model.reference", reference)):
+        model = init_args.get("model")
         if isinstance(model, dict) and model["class_path"] in expected:
             field, cfg = expected[model["class_path"]]
             assert list(model["init_args"][field]) == list(getattr(cfg, field)), (config.name, key)

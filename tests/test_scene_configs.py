@@ -47,6 +47,12 @@ def tiny_scene_args(config: str, root: Path, *extra: str) -> list[str]:
                  "--sut.init_args.model.init_args.channels", "[4, 8]"]
     else:
         args += ["--sut.init_args.model", "zoo://tiny/detector_sut", "--cases.classes", "[3]"]
+    if "giftbench" not in config:  # HyNeA steers with the other task's SUT (differential reference)
+        if "attributes" in config:
+            args += ["--model.init_args.reference.init_args.model", "zoo://tiny/detector_sut"]
+        else:
+            args += ["--model.init_args.reference.init_args.weights", "zoo://tiny/attribute_sut",
+                     "--model.init_args.reference.init_args.model.init_args.channels", "[4, 8]"]
     return [*args, *extra]
 
 
@@ -70,6 +76,8 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
         assert 1 <= record.sut_evals <= (2 if "giftbench" not in config else 40)
         assert (runs / name / record.result_image).is_file() and (runs / name / "grid.png").is_file()
         summary = json.loads((runs / name / "summary.json").read_text())
+        if "giftbench" not in config:  # the reference ran and its verdict in the case's terms is recorded
+            assert isinstance(record.diagnostics["reference_kept"], bool)
         if record.task == "detection":
             assert record.target == 3 and record.confidence_reduction is not None
             assert summary["confidence_reduction"] == pytest.approx(record.confidence_reduction, abs=1e-6)
@@ -86,3 +94,11 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
     assert "hynea" in printed and "giftbench-low-1e-4" in printed
     csv = (out / "compare.csv").read_text().splitlines()
     assert len(csv) == 3 and "valid_failure_rate" in csv[0]
+    # detection: the compare table carries the mean confidence reduction (eq. 15) of each run
+    out = tmp_path / "compare_det"
+    assert main(["compare", str(runs / "scenes_det_hynea"), str(runs / "scenes_det_giftbench-low-1e-4"),
+                 "--out", str(out)]) == 0
+    import pandas as pd
+
+    table = pd.read_csv(out / "compare.csv")
+    assert table["confidence_reduction"].notna().all() and table["escape_ratio"].isna().all()

@@ -179,13 +179,18 @@ class HyNeACase(TestCaseModule):
                                         for name, module in (("hypernet", self.hypernet), ("projector", self.projector))}
 
     def record_diagnostics(self) -> dict:
-        """With a reference: its decision on the origin and on the result (differential testing)."""
+        """With a reference: its decision on the origin and on the result (``prediction``, differential testing),
+        and ``reference_kept``: whether it keeps the origin's reading of the case's target on the result (what
+        ``reference_stop`` asks; for a reference of another task, e.g. a detector steering an attribute case,
+        the only one of the three in the case's terms)."""
         if self.reference is None or self.result.output is None or not self.has_origin:
             return {}
         with torch.no_grad():
             result_output = self.reference(self.result.image.to(self.origin_image.device))
+            flipped = self.reference.is_flipped(result_output, self.reference_origin_output, self.target)
         return {"reference_origin_label": int(self.reference.prediction(self.reference_origin_output)[0]),
-                "reference_result_label": int(self.reference.prediction(result_output)[0])}
+                "reference_result_label": int(self.reference.prediction(result_output)[0]),
+                "reference_kept": not bool(flipped.any())}
 
     # ------------------------------------------------------------------ replay
     def save_adapter(self, directory: Path) -> bool:
