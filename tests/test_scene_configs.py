@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from hynea_pl.cli import main
@@ -98,7 +99,5 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
     out = tmp_path / "compare_det"
     assert main(["compare", str(runs / "scenes_det_hynea"), str(runs / "scenes_det_giftbench-low-1e-4"),
                  "--out", str(out)]) == 0
-    import pandas as pd
-
     table = pd.read_csv(out / "compare.csv")
     assert table["confidence_reduction"].notna().all() and table["escape_ratio"].isna().all()

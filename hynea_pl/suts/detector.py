@@ -69,6 +69,12 @@ def _class_logits(raw) -> torch.Tensor:
     return torch.logit(y[:, 4:].clamp(1e-6, 1 - 1e-6))
 
 
+def _detection_cross_entropy(output: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross entropy of the k detections ``(B, k, nc)`` toward ``labels (B or 1, k)``."""
+    labels = labels.to(output.device).expand(output.shape[0], -1)
+    return F.cross_entropy(output.flatten(0, 1), labels.flatten())
+
+
 class YOLODetectorSUT(SUT):
     """An ultralytics YOLOv8 detector under test; see the module docstring.
 
@@ -161,14 +167,12 @@ class YOLODetectorSUT(SUT):
 
     def behaviour_loss(self, output: torch.Tensor, labels: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy of the k detections ``(B, k, nc)`` toward ``labels (B, k)`` (paper eq. 6)."""
-        labels = labels.to(output.device).expand(output.shape[0], -1)
-        return F.cross_entropy(output.flatten(0, 1), labels.flatten())
+        return _detection_cross_entropy(output, labels)
 
     def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
         """Mean cross entropy of the top-k detections ``(B, k, nc)`` toward the origin's top-k classes, rank by
         rank (a reference detector's preservation term: keep detecting what the origin shows)."""
-        labels = origin_output.detach().argmax(-1).to(output.device).expand(output.shape[0], -1)
-        return F.cross_entropy(output.flatten(0, 1), labels.flatten())
+        return _detection_cross_entropy(output, origin_output.detach().argmax(-1))
 
     def is_flipped(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``(B,)`` bool: no top-k detection predicts the class to suppress any more."""

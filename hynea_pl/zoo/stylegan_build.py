@@ -15,6 +15,7 @@ budget).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,11 +126,11 @@ def within_class_spread(images: torch.Tensor, labels: torch.Tensor) -> float:
     class (:func:`~hynea_pl.metrics.functional.embedding.pairwise_distance_diversity`; a class collapsed to one
     image scores 0)."""
     from hynea_pl.metrics.functional.embedding import pairwise_distance_diversity
+    from hynea_pl.metrics.functional.image import l2_distance
 
-    def l2(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return (a - b).flatten(1).norm(dim=1)
-
-    spreads = [pairwise_distance_diversity(images[labels == k], l2) for k in labels.unique() if (labels == k).sum() > 1]
+    l2 = functools.partial(l2_distance, mode="sum")  # the plain Euclidean norm of the difference
+    spreads = [pairwise_distance_diversity(images[labels == k], l2)
+               for k in labels.unique() if (labels == k).sum() > 1]
     return torch.stack(spreads).mean().item()
 
 
