@@ -43,12 +43,23 @@ def _decision(oracle: SUT, output: Tensor, record: CaseRecord) -> tuple[int, flo
     raise ValueError(f"no validity rule for an oracle of task {oracle.task!r}")
 
 
+def sut_decisions(record: CaseRecord) -> tuple[int | None, int | None]:
+    """The SUT's decisions on origin and result in the oracle's terms: multiclass and binary as recorded (the
+    class; the tested attribute's 0/1); detection: 1 in the origin (a case starts from a detection of its class),
+    then 1 while the class is still among the top-k (0 once flipped)."""
+    if record.task == "detection":
+        return 1, int(not record.flipped)
+    return record.origin_label, record.result_label
+
+
 @torch.no_grad()
 def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor) -> dict[str, Any]:
     """The record's oracle fields for origin and result images ``(1, C, H, W)`` in [0, 1].
 
-    Multiclass cases keep the conditioning class (``origin_class``; the oracle's reading of the origin when the
-    origin is unconditional); binary and detection cases keep the oracle's own decision on the origin.
+    The reference the result must keep: multiclass cases keep the conditioning class (``origin_class``; the
+    oracle's reading of the origin when the origin is unconditional); binary and detection cases keep the SUT's own
+    decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). A result
+    the oracle reads as the SUT does is never a valid failure.
     """
     if not judges_task(oracle.task, record.task):
         raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
@@ -56,7 +67,11 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor) 
     device = tensors[0].device if tensors else torch.device("cpu")
     origin_label, _ = _decision(oracle, oracle(origin.to(device)), record)
     result_label, confidence = _decision(oracle, oracle(result.to(device)), record)
-    keep = record.origin_class if record.task == "multiclass" and record.origin_class is not None else origin_label
+    sut_origin, sut_result = sut_decisions(record)
+    if record.task == "multiclass":
+        keep = record.origin_class if record.origin_class is not None else origin_label
+    else:
+        keep = sut_origin if sut_origin is not None else origin_label
     return {"oracle_origin_label": origin_label, "oracle_result_label": result_label,
             "oracle_result_confidence": confidence,
-            "verdict": verdict(record.flipped, keep, result_label, record.result_label, record.task)}
+            "verdict": verdict(record.flipped, keep, result_label, sut_result, record.task)}

@@ -17,9 +17,15 @@ def test_multiclass_verdicts():
 def test_binary_and_detection_verdicts_have_no_third_class():
     assert verdict(True, 1, 1, 0, task="binary") == "valid_failure"  # the judge keeps the attribute's sign
     assert verdict(True, 1, 0, 0, task="binary") == "semantic_change"
-    assert verdict(True, 1, 1, None, task="detection") == "valid_failure"  # the judge still detects the class
-    assert verdict(True, 1, 0, None, task="detection") == "semantic_change"
-    assert verdict(False, 1, 0, None, task="detection") == "no_flip"
+    assert verdict(True, 1, 1, 0, task="detection") == "valid_failure"  # the judge still detects the class
+    assert verdict(True, 1, 0, 0, task="detection") == "semantic_change"
+    assert verdict(False, 1, 0, 1, task="detection") == "no_flip"
+
+
+def test_a_result_the_judge_reads_as_the_sut_does_is_never_a_valid_failure():
+    # the judge already read the origin as the SUT's new decision: the flip corrected the SUT, it revealed no fault
+    assert verdict(True, 0, 0, 0, task="binary") == "semantic_change"
+    assert verdict(True, 3, 3, 3) == "semantic_change"  # unconditional origin: the judge read a 3, the SUT now too
 
 
 class NearestDigit(torch.nn.Module):
@@ -96,3 +102,23 @@ def test_a_detection_case_is_judged_by_a_multilabel_presence_oracle():
     assert fields["verdict"] == "valid_failure" and fields["oracle_origin_label"] == 1
     assert judge_case(oracle, case(True), origin, erased)["verdict"] == "semantic_change"  # the digit is gone
     assert judge_case(oracle, case(False), origin, kept)["verdict"] == "no_flip"
+
+
+def test_a_binary_case_keeps_the_suts_premise_not_the_judges_reading_of_the_origin():
+    """The SUT read attribute 0 present in the origin and absent in the result. A judge that sees no such thing in
+    either image agrees with the SUT's result: the flip revealed no fault (before, the two 0 readings matched and the
+    case counted as valid)."""
+    from hynea_pl.metrics.validity import judge_case
+    from hynea_pl.schema import CaseRecord
+    from hynea_pl.suts import BinaryAttributeSUT
+
+    oracle = BinaryAttributeSUT(InkPresence(), attribute=0, attribute_names=["q0", "q1", "q2", "q3"])
+    blank, inked = torch.zeros(1, 1, 8, 8), torch.zeros(1, 1, 8, 8)
+    inked[..., 1, 1] = 1.0  # ink in quadrant 0
+    record = CaseRecord(method="m", run="r", task="binary", case_id="c1-0", seed=1, origin_class=1, target=0,
+                        flipped=True, origin_label=1, result_label=0)
+    fields = judge_case(oracle, record, blank, blank)
+    assert fields["oracle_origin_label"] == 0 and fields["verdict"] == "semantic_change"
+    assert judge_case(oracle, record, blank, inked)["verdict"] == "valid_failure"  # the result shows it: a fault
+    assert judge_case(oracle, record, inked, inked)["verdict"] == "valid_failure"
+    assert judge_case(oracle, record, inked, blank)["verdict"] == "semantic_change"

@@ -13,21 +13,23 @@ def verdict(flipped: bool, reference_label: int, oracle_result_label: int, sut_r
     Args:
         flipped: the SUT's decision left the origin's (``CaseRecord.flipped``).
         reference_label: the decision the result must keep: the origin's class (multiclass: the conditioning
-            class, or the oracle's reading of the origin when the origin is unconditional; binary: the oracle's
-            decision on the tested attribute of the origin; detection: 1 when the oracle detects the class in the
-            origin).
+            class, or the oracle's reading of the origin when the origin is unconditional; binary: the SUT's
+            decision on the tested attribute of the origin, the case's premise; detection: 1, the SUT detected the
+            class in the origin).
         oracle_result_label: the oracle's decision on the result, in the same terms.
-        sut_result_label: the SUT's decision on the result (multiclass: tells a redrawn digit from a degraded one).
+        sut_result_label: the SUT's decision on the result, in the same terms (detection: 1 while the class is
+            still among its top-k); ``None`` when unknown.
         task: the SUT's task.
     Returns:
-        ``no_flip`` when the SUT did not flip; ``valid_failure`` when the oracle keeps the reference;
-        ``semantic_change`` when it reads what the SUT reads (multiclass) or lost the reference (binary, detection);
-        ``ambiguous`` when a multiclass oracle reads a third class.
+        ``no_flip`` when the SUT did not flip; ``semantic_change`` when the oracle reads what the SUT reads on the
+        result (the image changed, the SUT was right: never a failure, whatever the oracle read on the origin);
+        ``valid_failure`` when the oracle keeps the reference; otherwise ``ambiguous`` (multiclass: a third class)
+        or ``semantic_change`` (binary, detection: the reference is lost).
     """
     if not flipped:
         return "no_flip"
+    if sut_result_label is not None and oracle_result_label == sut_result_label:
+        return "semantic_change"
     if oracle_result_label == reference_label:
         return "valid_failure"
-    if task != "multiclass" or oracle_result_label == sut_result_label:
-        return "semantic_change"
-    return "ambiguous"
+    return "ambiguous" if task == "multiclass" else "semantic_change"
