@@ -139,7 +139,23 @@ def test_scene_attribute_cnn_takes_any_size_and_scores_are_exact_on_perfect_logi
     assert scores["mean_accuracy"] == pytest.approx(7 / 8) and scores["exact_match"] == pytest.approx(3 / 4)
 
 
-@pytest.mark.parametrize("config", sorted(Path("configs").glob("scenes_*.yaml")), ids=lambda p: p.name)
+def scene_oracle_models(oracle: dict | str) -> list[dict]:
+    """The model sections of a scene config's ``oracle``: a path (relative to ``configs/``) or a section; the shared
+    scene oracle's unanimous judges one by one."""
+    import yaml
+
+    if isinstance(oracle, str):
+        oracle = yaml.safe_load((Path("configs") / oracle).read_text())
+    model = oracle["init_args"]["model"]
+    if model["class_path"] != "hynea_pl.suts.UnanimousPresence":
+        return [model]
+    return [judge["init_args"].get("model", judge) for judge in model["init_args"]["judges"]]
+
+
+SCENE_CONFIGS = sorted(set(Path("configs").glob("scenes_*.yaml")) - {Path("configs/scenes_oracle.yaml")})
+
+
+@pytest.mark.parametrize("config", SCENE_CONFIGS, ids=lambda p: p.name)
 def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path):
     """A config's SUT / oracle architecture must match the full entries' weights (a mismatch fails at load)."""
     import yaml
@@ -147,14 +163,29 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
     parsed = yaml.safe_load(config.read_text())
     expected = {"hynea_pl.zoo.scene_attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
                 "hynea_pl.zoo.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
-    checked = 0
+    checked = []
     reference = (parsed["model"]["init_args"].get("reference") or {}).get("init_args", {})
-    for key, init_args in (("sut", parsed["sut"]["init_args"]), ("oracle", parsed["oracle"]["init_args"]),
-                           ("model.reference", reference)):
-        model = init_args.get("model")
+    models = [("sut", parsed["sut"]["init_args"].get("model")), ("model.reference", reference.get("model"))]
+    models += [("oracle", model) for model in scene_oracle_models(parsed["oracle"])]
+    for key, model in models:
         if isinstance(model, dict) and model["class_path"] in expected:
             field, cfg = expected[model["class_path"]]
             assert list(model["init_args"][field]) == list(getattr(cfg, field)), (config.name, key)
             assert model["init_args"]["dropout"] == cfg.dropout, (config.name, key)
-            checked += 1
-    assert checked >= 1
+            checked.append(key)
+    assert "oracle" in checked and len(checked) >= (1 if "detection_giftbench" in config.name else 2), checked
+
+
+def test_scene_configs_share_one_oracle_of_two_unanimous_judges():
+    """Every scene config judges with configs/scenes_oracle.yaml: the attribute oracle and the MNIST judges over
+    windows, both of which must still see the digit."""
+    import yaml
+
+    for config in SCENE_CONFIGS:
+        assert yaml.safe_load(config.read_text())["oracle"] == "scenes_oracle.yaml", config.name
+    judges = scene_oracle_models("scenes_oracle.yaml")
+    assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.oracle.OracleNet",
+                                                         "hynea_pl.suts.DigitWindowReader"]
+    reader = judges[1]["init_args"]["reader"]
+    assert reader == {"class_path": "hynea_pl.zoo.oracle_sut.ZooOracle",
+                      "init_args": {"profile": "full", "role": "judges"}}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from hynea_pl.cli import main
 from hynea_pl.schema import read_records
@@ -20,27 +21,42 @@ SCENE_EXTRAS = ("scene_ldm", "attribute_sut", "attribute_oracle", "detector_sut"
 
 @pytest.fixture(scope="module")
 def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A cache with the tiny scene components only (no MNIST zoo is built)."""
+    """A cache with the tiny scene components and the tiny MNIST zoo (its judges read scenes over windows)."""
     cache = tmp_path_factory.mktemp("scene_cache")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HYNEA_PL_CACHE", str(cache))
         from offline_guard import network_blocked
 
+        from hynea_pl.zoo import build_zoo
         from hynea_pl.zoo.extras import build_extra
 
         with network_blocked():
             for name in SCENE_EXTRAS:
                 build_extra("tiny", name, verbose=False)
+            build_zoo("tiny", verbose=False)
         yield str(cache)
+
+
+def tiny_oracle(root: Path) -> Path:
+    """The shipped scene oracle (configs/scenes_oracle.yaml) on the tiny zoos: the tiny attribute oracle and the tiny
+    MNIST judges read over windows."""
+    oracle = yaml.safe_load(Path("configs/scenes_oracle.yaml").read_text())
+    cnn, windows = oracle["init_args"]["model"]["init_args"]["judges"]
+    cnn["init_args"]["weights"] = "zoo://tiny/attribute_oracle"
+    cnn["init_args"]["model"]["init_args"]["widths"] = [4, 8]
+    windows["init_args"]["reader"]["init_args"]["profile"] = "tiny"
+    path = root / "tiny_scenes_oracle.yaml"
+    path.write_text(yaml.safe_dump(oracle))
+    return path
 
 
 def tiny_scene_args(config: str, root: Path, *extra: str) -> list[str]:
     """A shipped scene config pointed at the tiny scene zoo (its models' tiny widths), one case, 2 sampling steps."""
+    root.mkdir(parents=True, exist_ok=True)
     args = ["fit", "--config", config,
             "--generator.init_args.pretrained", "zoo://tiny/scene_ldm",
             "--generator.init_args.num_inference_steps", "2",
-            "--oracle.init_args.weights", "zoo://tiny/attribute_oracle",
-            "--oracle.init_args.model.init_args.widths", "[4, 8]",
+            "--oracle", str(tiny_oracle(root)),
             "--cases.n_per_class", "1", "--cases.validate_origins", "false",  # tiny models recognise nothing
             "--output.root", str(root)]
     if "attributes" in config:
@@ -72,7 +88,7 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
         (record,) = read_records(runs / name / "records.jsonl")
         assert record.error is None, record.error
         assert record.task == ("binary" if "attributes" in config else "detection")
-        assert record.verdict in ("valid_failure", "semantic_change", "no_flip")  # judged by the attribute oracle
+        assert record.verdict in ("valid_failure", "semantic_change", "no_flip")  # judged by the scene oracle
         assert record.oracle_origin_label in (0, 1)
         assert 1 <= record.sut_evals <= (2 if "giftbench" not in config else 40)
         assert (runs / name / record.result_image).is_file() and (runs / name / "grid.png").is_file()

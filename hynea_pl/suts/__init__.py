@@ -3,8 +3,10 @@
 from hynea_pl.suts.base import SUT, Preprocess, load_state_dict
 from hynea_pl.suts.binary import CELEBA_ATTRIBUTES, BinaryAttributeSUT
 from hynea_pl.suts.classifier import ClassifierSUT
+from hynea_pl.suts.consensus import UnanimousPresence
 from hynea_pl.suts.ensemble import EnsembleClassifierSUT
 from hynea_pl.suts.pretrained import PretrainedClassifierSUT, imagenet_preprocess, pretrained_classifier
+from hynea_pl.suts.window_reader import DigitWindowReader
 
 
 def __getattr__(name: str):
@@ -16,5 +18,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'hynea_pl.suts' has no attribute {name!r}")
 
 
-__all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess",
-           "YOLODetectorSUT", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]
+__all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "DigitWindowReader", "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess",
+           "UnanimousPresence", "YOLODetectorSUT", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]

@@ -1,0 +1,77 @@
+"""How well the digit scenes' validity judges read real scenes: prints, for held-out real scenes (held-out digits
+only), each judge's mean AUROC and its error rates at its decision rule, alone and in the shipped unanimous oracle.
+
+    python benchmarks/scene_judges.py                 # 300 scenes, about 6 minutes on one core
+    python benchmarks/scene_judges.py --scenes 100 --thresholds 0.7 0.8 0.9
+
+"Wrongly present": absent digits (scene, class) the judge reads present, over all absent ones; a validity judge that
+errs this way calls a failure valid although the digit is gone. "Wrongly absent": present digits read absent, over
+all present ones; it under-counts valid failures. The judges come from configs/scenes_oracle.yaml (built from the
+full zoo on first use), the window reader's threshold swept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import yaml
+from jsonargparse import ArgumentParser
+from torchmetrics.functional.classification import multilabel_auroc
+
+from hynea_pl.suts import SUT
+from hynea_pl.suts.window_reader import DigitWindowReader
+from hynea_pl.zoo.data import NUM_CLASSES
+from hynea_pl.zoo.extras import ExtraContext
+from hynea_pl.zoo.profiles import get_profile
+from hynea_pl.zoo.scenes import scene_split
+
+
+def shipped_judges(path: str = "configs/scenes_oracle.yaml") -> tuple[SUT, DigitWindowReader]:
+    """The two judges of the shipped scene oracle, instantiated from its YAML as a campaign's ``oracle`` is."""
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(SUT, "oracle")
+    with open(path) as file:
+        oracle = parser.instantiate_classes(parser.parse_object({"oracle": yaml.safe_load(file)})).oracle
+    cnn, reader = oracle.model.judges
+    return cnn, reader
+
+
+def error_rates(present: torch.Tensor, truth: torch.Tensor) -> tuple[float, float]:
+    """(wrongly present, wrongly absent) of boolean decisions against 0/1 ``truth``, both ``(N, K)``."""
+    absent, there = truth == 0, truth == 1
+    return (present & absent).sum().item() / absent.sum().item(), (~present & there).sum().item() / there.sum().item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenes", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=3900, help="held-out scenes are drawn from seed + 1")
+    parser.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.7, 0.8, 0.9, 0.95])
+    options = parser.parse_args()
+    _, real = scene_split(ExtraContext(get_profile("full"), {}).data, 0, options.scenes, options.seed)
+    truth = real.attributes().long()
+    cnn, reader = shipped_judges()
+    with torch.no_grad():
+        p_cnn = torch.cat([cnn(real.images[i:i + 100]).sigmoid() for i in range(0, len(real), 100)])
+        start = time.perf_counter()
+        p_win = torch.cat([reader.presence(real.images[i:i + 20]) for i in range(0, len(real), 20)])
+        seconds = (time.perf_counter() - start) / len(real)
+    print(f"{len(real)} held-out real scenes, {int(truth.sum())} digits present of {truth.numel()} (scene, class) "
+          f"pairs; window reader {seconds:.2f} s / scene on {torch.get_num_threads()} thread(s)")
+    print(f"mean AUROC: attribute oracle {multilabel_auroc(p_cnn, truth, NUM_CLASSES).item():.4f}, "
+          f"MNIST judges over windows {multilabel_auroc(p_win, truth, NUM_CLASSES).item():.4f}")
+    print(f"{'judge':<44} {'wrongly present':>16} {'wrongly absent':>15}")
+    fp, fn = error_rates(p_cnn > 0.5, truth)
+    print(f"{'attribute oracle (p > 0.5)':<44} {fp:>16.4f} {fn:>15.4f}")
+    for threshold in options.thresholds:
+        fp, fn = error_rates(p_win > threshold, truth)
+        print(f"{f'windows (p > {threshold})':<44} {fp:>16.4f} {fn:>15.4f}")
+        fp, fn = error_rates((p_win > threshold) & (p_cnn > 0.5), truth)
+        marker = "  <- shipped" if threshold == reader.threshold else ""
+        print(f"{f'unanimous: attribute oracle + windows {threshold}':<44} {fp:>16.4f} {fn:>15.4f}{marker}")
+
+
+if __name__ == "__main__":
+    main()
