@@ -18,12 +18,13 @@ trained with BCE with logits on scenes drawn from the zoo's training digits:
           attribute_names: ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
           preprocess: {size: 64, channels: 1, mean: [0.5], std: [0.5]}
 
-- ``attribute_oracle``: the scenes' validity oracle (is each digit still present?), trained independently of the
+- ``attribute_oracle``: one of the scenes' two validity judges (is each digit still present? the other is the MNIST
+  zoo's judges read over windows, ``configs/scenes_oracle.yaml``), trained independently of the
   SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.oracle.OracleNet`, global average
   pooling), other scenes, another seed and the MNIST oracle's stronger augmentation (stroke width, elastic, small
   affine warps, pixel noise; :func:`hynea_pl.zoo.oracle.augment`). It only judges; it never steers a search. The
   same YAML with ``class_path: hynea_pl.zoo.oracle.OracleNet``, its ``init_args`` (``config.json``) and
-  ``weights: zoo://full/attribute_oracle`` makes it a campaign's ``oracle``.
+  ``weights: zoo://full/attribute_oracle`` makes it a judge of a campaign's ``oracle``.
 
 Each entry holds ``model.safetensors`` + ``config.json`` (class path, init args, preprocess, training config), like
 the zoo classifiers; ``zoo://<profile>/attribute_sut`` resolves to the weights file. The gates, on held-out scenes
@@ -321,7 +322,8 @@ register_extra(ExtraComponent(
     name="attribute_oracle", train_configs=ORACLE_CONFIGS, gate_configs=GATE_CONFIGS,
     train=train_attribute_oracle, measure=_measure(load_attribute_oracle), load=load_attribute_oracle,
     uri_target="model.safetensors", base_gated=False,
-    description="digit scenes' validity oracle: residual OracleNet, 10 logits 'digit k present'; judges only",
+    description="digit scenes' validity judge (one of configs/scenes_oracle.yaml's two): residual OracleNet, "
+                "10 logits 'digit k present'; judges only",
 ))
 
 
