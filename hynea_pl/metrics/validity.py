@@ -44,11 +44,14 @@ def _decision(oracle: SUT, output: Tensor, record: CaseRecord) -> tuple[int, flo
 
 
 def sut_decisions(record: CaseRecord) -> tuple[int | None, int | None]:
-    """The SUT's decisions on origin and result in the oracle's terms: multiclass and binary as recorded (the
-    class; the tested attribute's 0/1); detection: 1 in the origin (a case starts from a detection of its class),
-    then 1 while the class is still among the top-k (0 once flipped)."""
+    """The SUT's decisions on origin and result in the oracle's terms: multiclass, the recorded classes; binary,
+    the sign of the case's tested logit (``target``; the recorded labels when the logits are missing); detection, 1
+    in the origin (a case starts from a detection of its class), then 1 while the class is still among the top-k
+    (0 once flipped)."""
     if record.task == "detection":
         return 1, int(not record.flipped)
+    if record.task == "binary" and record.target is not None and record.origin_pred and record.result_pred:
+        return int(record.origin_pred[record.target] > 0), int(record.result_pred[record.target] > 0)
     return record.origin_label, record.result_label
 
 

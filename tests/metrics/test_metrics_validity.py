@@ -122,3 +122,15 @@ def test_a_binary_case_keeps_the_suts_premise_not_the_judges_reading_of_the_orig
     assert judge_case(oracle, record, blank, inked)["verdict"] == "valid_failure"  # the result shows it: a fault
     assert judge_case(oracle, record, inked, inked)["verdict"] == "valid_failure"
     assert judge_case(oracle, record, inked, blank)["verdict"] == "semantic_change"
+
+
+def test_a_binary_verdict_reads_the_cases_tested_logit():
+    """The premise is the sign of the case's ``target`` logit, whatever attribute the SUT's ``prediction`` reports."""
+    from hynea_pl.metrics.validity import sut_decisions
+    from hynea_pl.schema import CaseRecord
+
+    record = CaseRecord(method="m", run="r", task="binary", case_id="c1-0", seed=1, origin_class=1, target=2,
+                        flipped=True, origin_label=0, result_label=0, origin_pred=[-1.0, 0.5, 2.0],
+                        result_pred=[-1.0, 0.5, -0.5])
+    assert sut_decisions(record) == (1, 0)
+    assert sut_decisions(record.model_copy(update={"origin_pred": None})) == (0, 0)  # the recorded labels
