@@ -4,6 +4,11 @@ only), each judge's mean AUROC and its error rates at its decision rule, alone a
     python benchmarks/scene_judges.py                 # 300 scenes, about 6 minutes on one core
     python benchmarks/scene_judges.py --scenes 100 --thresholds 0.7 0.8 0.9
 
+Then the same judges on damaged copies of the scenes, the failure mode a validity judge exists for: each scene's
+first digit erased (its box set to black) or half erased (the lower half of its box), and how often each judge
+still reads that digit's class present (erased: only a wrong reading; another copy of the class elsewhere in the
+scene is excluded).
+
 "Wrongly present": absent digits (scene, class) the judge reads present, over all absent ones; a validity judge that
 errs this way calls a failure valid although the digit is gone. "Wrongly absent": present digits read absent, over
 all present ones; it under-counts valid failures. The judges come from configs/scenes_oracle.yaml (built from the
@@ -44,6 +49,18 @@ def error_rates(present: torch.Tensor, truth: torch.Tensor) -> tuple[float, floa
     return (present & absent).sum().item() / absent.sum().item(), (~present & there).sum().item() / there.sum().item()
 
 
+def damaged(scenes, lower_half_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of ``scenes.images`` with each scene's first digit erased (or the lower half of its box), and a mask
+    ``(N,)`` of the scenes where that class appears only once."""
+    images = scenes.images.clone()
+    single = torch.zeros(len(scenes), dtype=torch.bool)
+    for i, (boxes, labels) in enumerate(zip(scenes.boxes, scenes.labels, strict=True)):
+        x0, y0, x1, y1 = (int(v) for v in boxes[0].tolist())
+        images[i, :, (y0 + y1) // 2 if lower_half_only else y0:y1, x0:x1] = 0.0
+        single[i] = int((labels == labels[0]).sum()) == 1
+    return images, single
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenes", type=int, default=300)
@@ -71,6 +88,23 @@ def main() -> None:
         fp, fn = error_rates((p_win > threshold) & (p_cnn > 0.5), truth)
         marker = "  <- shipped" if threshold == reader.threshold else ""
         print(f"{f'unanimous: attribute oracle + windows {threshold}':<44} {fp:>16.4f} {fn:>15.4f}{marker}")
+    first = torch.tensor([int(labels[0]) for labels in real.labels])
+    print(f"{'still reads the damaged digit':<44} {'erased':>16} {'half erased':>15}")
+    rows: dict[str, list[float]] = {}
+    for half in (False, True):
+        images, single = damaged(real, half)
+        keep = single if not half else torch.ones_like(single)
+        with torch.no_grad():
+            cnn_p = torch.cat([cnn(images[i:i + 100]).sigmoid() for i in range(0, len(images), 100)])
+            win_p = torch.cat([reader.presence(images[i:i + 20]) for i in range(0, len(images), 20)])
+        index = torch.arange(len(images))
+        cnn_on = cnn_p[index, first] > 0.5
+        win_on = win_p[index, first] > reader.threshold
+        for name, on in (("attribute oracle", cnn_on), (f"windows (p > {reader.threshold})", win_on),
+                         ("unanimous (shipped)", cnn_on & win_on)):
+            rows.setdefault(name, []).append(on[keep].float().mean().item())
+    for name, (erased, half) in rows.items():
+        print(f"{name:<44} {erased:>16.4f} {half:>15.4f}")
 
 
 if __name__ == "__main__":

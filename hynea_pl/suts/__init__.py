@@ -18,5 +18,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'hynea_pl.suts' has no attribute {name!r}")
 
 
-__all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "DigitWindowReader", "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess",
-           "UnanimousPresence", "YOLODetectorSUT", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]
+__all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "DigitWindowReader",
+           "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess", "UnanimousPresence", "YOLODetectorSUT",
+           "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]
