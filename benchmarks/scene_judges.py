@@ -1,7 +1,7 @@
 """How well the digit scenes' validity judges read real scenes: prints, for held-out real scenes (held-out digits
 only), each judge's mean AUROC and its error rates at its decision rule, alone and in the shipped unanimous oracle.
 
-    python benchmarks/scene_judges.py                 # 300 scenes, about 6 minutes on one core
+    python benchmarks/scene_judges.py                 # 300 scenes, about 17 minutes on one core
     python benchmarks/scene_judges.py --scenes 100 --thresholds 0.7 0.8 0.9
 
 Then the same judges on damaged copies of the scenes, the failure mode a validity judge exists for: each scene's
