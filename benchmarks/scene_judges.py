@@ -30,6 +30,7 @@ from hynea_pl.suts.window_reader import DigitWindowReader
 from hynea_pl.zoo.data import NUM_CLASSES
 from hynea_pl.zoo.extras import ExtraContext
 from hynea_pl.zoo.profiles import get_profile
+from hynea_pl.zoo.scene_attributes import attribute_logits
 from hynea_pl.zoo.scenes import scene_split
 
 
@@ -47,6 +48,14 @@ def error_rates(present: torch.Tensor, truth: torch.Tensor) -> tuple[float, floa
     """(wrongly present, wrongly absent) of boolean decisions against 0/1 ``truth``, both ``(N, K)``."""
     absent, there = truth == 0, truth == 1
     return (present & absent).sum().item() / absent.sum().item(), (~present & there).sum().item() / there.sum().item()
+
+
+@torch.no_grad()
+def readings(cnn: SUT, reader: DigitWindowReader, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each judge's presence probabilities ``(N, K)`` of ``images (N, 1, 64, 64)``: the scene CNN's sigmoid and the
+    window reader's highest window probability."""
+    windows = torch.cat([reader.presence(images[i:i + 20]) for i in range(0, len(images), 20)])
+    return attribute_logits(cnn, images).sigmoid(), windows
 
 
 def damaged(scenes, lower_half_only: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,13 +79,11 @@ def main() -> None:
     _, real = scene_split(ExtraContext(get_profile("full"), {}).data, 0, options.scenes, options.seed)
     truth = real.attributes().long()
     cnn, reader = shipped_judges()
-    with torch.no_grad():
-        p_cnn = torch.cat([cnn(real.images[i:i + 100]).sigmoid() for i in range(0, len(real), 100)])
-        start = time.perf_counter()
-        p_win = torch.cat([reader.presence(real.images[i:i + 20]) for i in range(0, len(real), 20)])
-        seconds = (time.perf_counter() - start) / len(real)
+    start = time.perf_counter()
+    p_cnn, p_win = readings(cnn, reader, real.images)
+    seconds = (time.perf_counter() - start) / len(real)
     print(f"{len(real)} held-out real scenes, {int(truth.sum())} digits present of {truth.numel()} (scene, class) "
-          f"pairs; window reader {seconds:.2f} s / scene on {torch.get_num_threads()} thread(s)")
+          f"pairs; both judges {seconds:.2f} s / scene on {torch.get_num_threads()} thread(s)")
     print(f"mean AUROC: attribute oracle {multilabel_auroc(p_cnn, truth, NUM_CLASSES).item():.4f}, "
           f"MNIST judges over windows {multilabel_auroc(p_win, truth, NUM_CLASSES).item():.4f}")
     print(f"{'judge':<44} {'wrongly present':>16} {'wrongly absent':>15}")
@@ -94,9 +101,7 @@ def main() -> None:
     for half in (False, True):
         images, single = damaged(real, half)
         keep = single if not half else torch.ones_like(single)
-        with torch.no_grad():
-            cnn_p = torch.cat([cnn(images[i:i + 100]).sigmoid() for i in range(0, len(images), 100)])
-            win_p = torch.cat([reader.presence(images[i:i + 20]) for i in range(0, len(images), 20)])
+        cnn_p, win_p = readings(cnn, reader, images)
         index = torch.arange(len(images))
         cnn_on = cnn_p[index, first] > 0.5
         win_on = win_p[index, first] > reader.threshold
