@@ -1,4 +1,4 @@
-"""Reading the PNGs a run writes: the one image loader of the project."""
+"""Reading the PNGs a run writes (the one image loader of the project), and what an 8-bit PNG keeps of an image."""
 
 from __future__ import annotations
 
@@ -21,3 +21,9 @@ def load_image(path: Path) -> Tensor:
             return torch.from_numpy(arr).unsqueeze(0)
         arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
         return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
+
+
+def as_saved(images: Tensor) -> Tensor:
+    """``images`` in [0, 1] as an 8-bit PNG holds them (the rounding of torchvision's ``save_image``, which writes a
+    run's PNGs): the same shape, every value a multiple of 1/255. A failure is judged on this image."""
+    return images.mul(255).add(0.5).clamp(0, 255).floor().div(255)

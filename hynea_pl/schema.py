@@ -7,8 +7,9 @@ value of the wrong type is a one-line :class:`RecordError` naming the file, the 
 
 Meanings shared by every method (the SUT's task defines the tests, :mod:`hynea_pl.suts`):
 
-- ``flipped``: the SUT's decision on the result left the origin's: another label (multiclass), the tested
-  attribute's sign changed (binary), the suppressed class is gone from the top-k detections (detection);
+- ``flipped``: the SUT's decision on the result *as saved* (the 8-bit PNG) left the origin's: another label
+  (multiclass), the tested attribute's sign changed (binary), the suppressed class is gone from the top-k
+  detections (detection); ``flipped_before_saving`` is the same decision on the float image the method produced;
 - ``target_reached``: the result reached the case's ``target``: the target class (multiclass); for binary and
   detection, where the target *is* the change (an attribute to flip, a class to suppress), it equals ``flipped``;
 - ``sut_evals``: SUT evaluations spent, counting only images the SUT had not scored before in that case.
@@ -24,19 +25,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
-#: ``origin_boxes`` / ``result_boxes``).
-READABLE_VERSIONS = (2, 3)
+#: ``origin_boxes`` / ``result_boxes``; version 3 no per-judge labels, realism or saved-image fields, and its
+#: ``flipped`` was the SUT's decision on the unsaved float image).
+READABLE_VERSIONS = (2, 3, 4)
 
 Task = Literal["multiclass", "binary", "detection"]
 
-#: The validity oracle's verdict on a case (a judge that never steered the search):
-#: ``valid_failure``: the SUT flipped and the oracle still reads the origin's class (a real fault of the SUT);
-#: ``semantic_change``: the SUT flipped and the oracle reads the SUT's new label (the image really changed class);
-#: ``ambiguous``: the SUT flipped and the oracle reads a third class (degraded or ambiguous image);
+#: The validity oracle's verdict on a case (judges that never steered the search, unanimous):
+#: ``valid_failure``: the SUT flipped, the judges unanimously still read the origin's class and the result passes
+#: the realism test (a real fault of the SUT);
+#: ``degraded``: the SUT flipped and the judges still read the origin's class, but the result is off the real-input
+#: manifold (it fails the realism test: a scribble, a broken stroke);
+#: ``semantic_change``: the SUT flipped and the judges read the SUT's new label (the image really changed class);
+#: ``ambiguous``: the SUT flipped and the judges are split or read a third class;
 #: ``no_flip``: the SUT's decision did not leave the origin's.
-Verdict = Literal["valid_failure", "semantic_change", "ambiguous", "no_flip"]
+Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip"]
 
 
 class RecordError(ValueError):
@@ -48,7 +53,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -63,7 +68,10 @@ class CaseRecord(BaseModel):
     result_label: int | None = Field(None, description="the SUT's decision on the result")
     origin_pred: list[Any] | None = Field(None, description="raw SUT output on the origin (logits)")
     result_pred: list[Any] | None = Field(None, description="raw SUT output on the result (logits)")
-    flipped: bool = Field(False, description="the SUT's decision left the origin's (see the module docstring)")
+    flipped: bool = Field(False, description="the SUT's decision on the saved result left the origin's (see the "
+                                             "module docstring)")
+    flipped_before_saving: bool | None = Field(
+        None, description="the same decision on the float result before it was saved as an 8-bit PNG")
     target_reached: bool = Field(False, description="the result reached the target")
     confidence_reduction: float | None = Field(None, description="detection: paper eq. 15 on the result")
     origin_boxes: list[list[float]] | None = Field(
@@ -74,7 +82,15 @@ class CaseRecord(BaseModel):
     oracle_origin_label: int | None = Field(None, description="the judges' decision on the origin")
     oracle_result_label: int | None = Field(None, description="the judges' decision on the result")
     oracle_result_confidence: float | None = Field(None, description="the judges' probability of that decision")
-    verdict: Verdict | None = Field(None, description="valid_failure / semantic_change / ambiguous / no_flip")
+    judge_labels: dict[str, int] | None = Field(
+        None, description="each judge's decision on the result, by judge name (the verdict needs them unanimous)")
+    origin_realistic: bool | None = Field(None, description="the origin passes the realism test")
+    realistic: bool | None = Field(None, description="the result passes the realism test (null: no test)")
+    realism_score: float | None = Field(
+        None, description="the result's typicality score: the largest percentile of its nearest-real-image "
+                          "distance among held-out real images' (pixel and embedding space)")
+    verdict: Verdict | None = Field(None, description="valid_failure / degraded / semantic_change / ambiguous / "
+                                                      "no_flip")
     # --- cost ------------------------------------------------------------------------------------------------
     sut_evals: int = Field(0, description="SUT evaluations of images not scored before in this case")
     steps: int = Field(0, description="optimisation steps (HyNeA) or generations (population searches)")

@@ -19,7 +19,9 @@ from hynea_pl.campaign.factory import CaseFactory, build_components
 from hynea_pl.campaign.runner import RunOutput, run_campaign
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
+from hynea_pl.suts.family import model_families
 from hynea_pl.metrics.validity import judges_task
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
@@ -66,6 +68,10 @@ class CampaignCLI(LightningCLI):
                                       help="The validity oracle: an independent judge of the same task as the SUT "
                                            "that gives every case its verdict (valid_failure, semantic_change, "
                                            "ambiguous, no_flip); it must never be the model that steers the search.")
+        parser.add_subclass_arguments(TypicalityTest, "realism", required=False,
+                                      help="The realism test of the verdict: a result the judges read as the origin's "
+                                           "class that fails it is 'degraded', not a valid failure "
+                                           "(hynea_pl.zoo.realism.ZooTypicality on the MNIST zoo).")
         parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
         parser.add_class_arguments(RunOutput, "output", instantiate=False)
         parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)
@@ -89,7 +95,7 @@ class CampaignCLI(LightningCLI):
         finally:
             if self.shard.is_main:
                 self.shard.barrier()
-        check_judge_independent(self.components.oracle, self.factory.nested("reference"))
+        check_judge_independent(self.components.oracle, self.factory.nested("reference"), self.components.sut)
 
 
 def check_method(config: Any) -> None:
@@ -121,11 +127,21 @@ def _weight_digests(module: torch.nn.Module) -> set[tuple]:
             for p in module.parameters() if p.numel() >= 64}
 
 
-def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.Module | None) -> None:
+def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.Module | None,
+                            sut: torch.nn.Module | None = None) -> None:
     """Refuse a judge that shares weights with the model steering the search (the same network under another
-    config spelling counts too)."""
-    if oracle is not None and reference is not None and _weight_digests(oracle) & _weight_digests(reference):
+    config spelling counts too), or whose model family is that of a model that steers it (the ``reference``, or the
+    SUT whose loss drives the search): a judge of the same family shares its blind spots."""
+    if oracle is None:
+        return
+    if reference is not None and _weight_digests(oracle) & _weight_digests(reference):
         raise ValueError(STEERS_AND_JUDGES)
+    judges = model_families(oracle)
+    for role, steering in (("model.reference", reference), ("sut", sut)):
+        shared = sorted(judges & model_families(steering)) if steering is not None else []
+        if shared:
+            raise ValueError(f"the oracle has a judge of the family {', '.join(shared)}, like the {role} that steers "
+                             "the search: a judge must be of another family than every model that steers it")
 
 
 def _same_component(a: Any, b: Any) -> bool:

@@ -23,6 +23,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
 
 #: Model arguments the campaign fills per case (the others come from the config, built once).
@@ -36,9 +37,10 @@ class Components:
     generator: DiffusionGenerator
     sut: SUT
     oracle: SUT | None = None
+    realism: TypicalityTest | None = None
 
     def to(self, device: torch.device) -> Components:
-        for module in (self.generator, self.sut, self.oracle):
+        for module in (self.generator, self.sut, self.oracle, self.realism):
             if module is not None:
                 module.to(device)
         return self
@@ -49,16 +51,19 @@ def _plain(value: Any) -> Any:
 
 
 def build_components(config: Namespace) -> Components:
-    """Instantiate the config's ``generator``, ``sut`` and optional ``oracle`` (``class_path`` + ``init_args``)."""
+    """Instantiate the config's ``generator``, ``sut`` and optional ``oracle`` and ``realism`` test
+    (``class_path`` + ``init_args``)."""
     parser = ArgumentParser(exit_on_error=False)
     parser.add_subclass_arguments(DiffusionGenerator, "generator", required=True)
     parser.add_subclass_arguments(SUT, "sut", required=True)
     parser.add_subclass_arguments(SUT, "oracle", required=False)
+    parser.add_subclass_arguments(TypicalityTest, "realism", required=False)
     values = {"generator": _plain(config.generator), "sut": _plain(config.sut)}
-    if config.get("oracle") is not None:
-        values["oracle"] = _plain(config.oracle)
+    for optional in ("oracle", "realism"):
+        if config.get(optional) is not None:
+            values[optional] = _plain(config[optional])
     init = parser.instantiate_classes(parser.parse_object(values))
-    return Components(init.generator, init.sut, init.get("oracle"))
+    return Components(init.generator, init.sut, init.get("oracle"), init.get("realism"))
 
 
 class CaseFactory:

@@ -23,6 +23,8 @@ from hynea_pl.errors import one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional.task import confidence_reduction
+from hynea_pl.images import as_saved
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.metrics.validity import judge_case
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.progress import StepProgress
@@ -85,9 +87,10 @@ def _pred(output: torch.Tensor) -> list:
     return output[0].detach().float().cpu().tolist()
 
 
-def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, oracle: SUT | None = None) -> None:
-    """Write what a fitted (or failed) case produced into its record; the SUT's task decides flips, the
-    ``oracle`` (when configured) the validity verdict."""
+def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, oracle: SUT | None = None,
+                 realism: TypicalityTest | None = None) -> None:
+    """Write what a fitted (or failed) case produced into its record; the SUT's task decides flips on the result
+    as saved, the ``oracle`` (when configured) and the ``realism`` test the validity verdict."""
     record.sut_evals = int(model.sut_evals)
     record.diagnostics = model.record_diagnostics()
     if not model.has_origin:  # the case failed before its origin existed
@@ -99,25 +102,29 @@ def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, o
     result = model.result
     if result.image is None:
         return
-    output = result.output.to(origin_output.device)
+    device = origin_output.device
+    record.flipped_before_saving = bool(sut.is_flipped(result.output.to(device), origin_output, target)[0])
+    # the result is judged as saved (8-bit PNG): a re-read of the found image, not a search step (not counted)
+    saved = as_saved(result.image.to(device))
+    with torch.no_grad():
+        output = sut(saved)
     record.result_pred = _pred(output)
     record.result_label = int(sut.prediction(output)[0])
     record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
     record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
     record.result_step = result.step
-    origin, image = model.origin_image.cpu(), result.image.cpu()
+    origin, image = model.origin_image.cpu(), saved.cpu()
     if record.task == "detection":
         record.confidence_reduction = float(confidence_reduction(origin_output, output, target, from_logits=True))
         if hasattr(sut, "boxes"):  # for the galleries (paper Fig. 6); not a SUT evaluation of a new image
-            device = origin_output.device
             record.origin_boxes = sut.boxes(model.origin_image.to(device))[0]
-            record.result_boxes = sut.boxes(result.image.to(device))[0]
+            record.result_boxes = sut.boxes(saved)[0]
     record.ms_ssim = float(ms_ssim(image, origin))
     record.distance = float(frobenius_distance(origin, image))
     for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():
         setattr(record, key, path)
     if oracle is not None:
-        for key, value in judge_case(oracle, record, origin, image).items():
+        for key, value in judge_case(oracle, record, origin, image, realism).items():
             setattr(record, key, value)
     if record.flipped:
         directory, relative = folder.adapter_dir(record.case_id)
@@ -153,7 +160,7 @@ def run_case(cli: Any, case: TestCase, output: RunOutput, budget: int, folder: R
     record.steps = trainer.global_step if trainer is not None else 0
     if model is not None:
         try:
-            fill_outcome(record, model, folder, cli.components.oracle)
+            fill_outcome(record, model, folder, cli.components.oracle, cli.components.realism)
         except Exception as error:
             record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
     folder.append(record)
@@ -170,8 +177,8 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
             outcome += f" (target {record.target} not reached)"
     else:
         outcome = f"[yellow]not flipped[/] (predicts {record.result_label})"
-    judged = {"valid_failure": "[green]valid failure[/]", "semantic_change": "[red]semantic change[/]",
-              "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
+    judged = {"valid_failure": "[green]valid failure[/]", "degraded": "[yellow]degraded[/]",
+              "semantic_change": "[red]semantic change[/]", "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
     if judged:
         outcome += f" -> {judged} (oracle reads {record.oracle_result_label})"
     ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from hynea_pl.metrics.functional.validity import verdict
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
 
@@ -55,26 +56,49 @@ def sut_decisions(record: CaseRecord) -> tuple[int | None, int | None]:
     return record.origin_label, record.result_label
 
 
+def _judge_labels(oracle: SUT, output: Tensor, result: Tensor, record: CaseRecord) -> list[int]:
+    """Each judge's decision on the result: every member of a multiclass ensemble (``member_labels``), else the
+    oracle's one decision (a unanimous multi-label oracle already combines its judges)."""
+    if oracle.task == "multiclass" and hasattr(oracle, "member_labels"):
+        return list(oracle.member_labels(result).values())
+    return [_decision(oracle, output, record)[0]]
+
+
 @torch.no_grad()
-def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor) -> dict[str, Any]:
+def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
+               realism: TypicalityTest | None = None) -> dict[str, Any]:
     """The record's oracle fields for origin and result images ``(1, C, H, W)`` in [0, 1].
 
     The reference the result must keep: multiclass cases keep the conditioning class (``origin_class``; the
     oracle's reading of the origin when the origin is unconditional); binary and detection cases keep the SUT's own
-    decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). A result
-    the oracle reads as the SUT does is never a valid failure.
+    decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). The
+    judges must be unanimous (an ensemble oracle's members are asked one by one); a result they read as the SUT
+    does is never a valid failure. With a ``realism`` test, a result they read as the origin's class must also
+    pass it (else ``degraded``).
     """
     if not judges_task(oracle.task, record.task):
         raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
     tensors = [*oracle.parameters(), *oracle.buffers()]
     device = tensors[0].device if tensors else torch.device("cpu")
-    origin_label, _ = _decision(oracle, oracle(origin.to(device)), record)
-    result_label, confidence = _decision(oracle, oracle(result.to(device)), record)
+    origin, result = origin.to(device), result.to(device)
+    origin_label, _ = _decision(oracle, oracle(origin), record)
+    output = oracle(result)
+    result_label, confidence = _decision(oracle, output, record)
+    judge_labels = _judge_labels(oracle, output, result, record)
     sut_origin, sut_result = sut_decisions(record)
     if record.task == "multiclass":
         keep = record.origin_class if record.origin_class is not None else origin_label
     else:
         keep = sut_origin if sut_origin is not None else origin_label
-    return {"oracle_origin_label": origin_label, "oracle_result_label": result_label,
-            "oracle_result_confidence": confidence,
-            "verdict": verdict(record.flipped, keep, result_label, sut_result, record.task)}
+    fields: dict[str, Any] = {"oracle_origin_label": origin_label, "oracle_result_label": result_label,
+                              "oracle_result_confidence": confidence}
+    if hasattr(oracle, "member_names") and oracle.task == "multiclass":
+        fields["judge_labels"] = dict(zip(oracle.member_names, judge_labels))
+    realistic = None
+    if realism is not None:
+        readings = realism.readings(torch.cat([origin, result]).cpu())
+        realistic = bool(readings["passed"][1])
+        fields.update(origin_realistic=bool(readings["passed"][0]), realistic=realistic,
+                      realism_score=float(readings["score"][1]))
+    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, record.task, realistic)
+    return fields

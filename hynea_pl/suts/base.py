@@ -62,6 +62,9 @@ class SUT(nn.Module):
 
     task: str = "abstract"
 
+    #: its family is its model's (:func:`hynea_pl.suts.family.model_families`)
+    family_members = ("model",)
+
     def __init__(self, model: nn.Module, weights: str | None = None, preprocess: Preprocess | None = None,
                  strict: bool = True) -> None:
         super().__init__()

@@ -16,6 +16,8 @@ class UnanimousPresence(nn.Module):
     preprocessing (e.g. a :class:`~hynea_pl.suts.SUT` given in YAML) returning ``(B, K)`` logits.
     """
 
+    family_members = ("judges",)
+
     def __init__(self, judges: list[nn.Module]) -> None:
         super().__init__()
         if not judges:

@@ -12,6 +12,8 @@ class MeanProbability(nn.Module):
     """``images (B, C, H, W) in [0, 1] -> log of the members' mean softmax (B, K)``; each member applies its own
     preprocessing and weights."""
 
+    family_members = ("members",)
+
     def __init__(self, members: list[ClassifierSUT]) -> None:
         super().__init__()
         if not members:
@@ -28,5 +30,15 @@ class EnsembleClassifierSUT(ClassifierSUT):
     vote and ``softmax`` its mean probability. Members are :class:`ClassifierSUT` s given in YAML, each with its
     ``model``, ``weights`` and ``preprocess``."""
 
-    def __init__(self, members: list[ClassifierSUT]) -> None:
+    def __init__(self, members: list[ClassifierSUT], names: list[str] | None = None) -> None:
         super().__init__(MeanProbability(members))
+        if names is not None and len(names) != len(members):
+            raise ValueError(f"{len(names)} names for {len(members)} ensemble members")
+        self.member_names = list(names) if names is not None else [f"member-{i}" for i in range(len(members))]
+
+    @torch.no_grad()
+    def member_labels(self, images: torch.Tensor) -> dict[str, int]:
+        """Each member's class for one image ``(1, C, H, W)``, by member name (a validity oracle's per-judge
+        readings: a verdict may ask them to be unanimous)."""
+        return {name: int(member(images).argmax(-1)[0])
+                for name, member in zip(self.member_names, self.model.members)}

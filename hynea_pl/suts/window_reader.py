@@ -42,6 +42,8 @@ class DigitWindowReader(nn.Module):
         chunk: windows classified per forward call (memory bound).
     """
 
+    family_members = ("reader",)
+
     def __init__(self, reader: ClassifierSUT, sizes: Sequence[int] = (20, 24, 28, 32), stride: int = 3,
                  object_size: int = 28, input_size: int = 32, threshold: float = 0.8, chunk: int = 2048) -> None:
         super().__init__()

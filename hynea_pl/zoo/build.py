@@ -11,13 +11,14 @@ from pathlib import Path
 
 from diffusers import AutoencoderKL
 from safetensors.torch import load_file
+from torch import nn
 
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
 from hynea_pl.zoo.classifier import DigitCNN
 from hynea_pl.zoo.data import DigitSplit, load_digits
 from hynea_pl.zoo.embedder import DigitEmbedder
-from hynea_pl.zoo.oracle import ORACLE_NAMES, ORACLE_ROLES, OracleClassifier, load_oracle
+from hynea_pl.zoo.oracle import ORACLE_NAMES, ORACLE_ROLES, load_oracle
 from hynea_pl.zoo.profiles import ZooProfile, get_profile
 from hynea_pl.zoo.quality import (
     Gate, ZooQualityError, generate_digits, measure_model_gates, measure_oracle_gates, quality_table,
@@ -65,7 +66,7 @@ class Zoo:
                     "guidance_scale": sampler.guidance_scale, "eta": sampler.eta}
         return LatentDiffusionGenerator.from_pretrained(self.entries["ldm"], **{**defaults, **settings})
 
-    def oracle(self, name: str) -> OracleClassifier:
+    def oracle(self, name: str) -> nn.Module:
         """A frozen validity-oracle member in eval mode: RAW images ``(B, 1, 32, 32)`` in [0, 1] -> logits
         ``(B, 10)`` (the normalisation is inside)."""
         if name not in ORACLE_NAMES:
@@ -81,7 +82,7 @@ class Zoo:
 
     @staticmethod
     def oracle_names() -> dict[str, list[str]]:
-        """``{"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}``: the judges never steer a search."""
+        """The oracle members by role (``steering``, ``judges``): the judges never steer a search."""
         return {role: list(names) for role, names in ORACLE_ROLES.items()}
 
 
@@ -93,10 +94,10 @@ def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
         "autoencoder": config_key("autoencoder", profile.data, profile.autoencoder),
     }
     keys["ldm"] = config_key("ldm", profile.data, profile.denoiser, keys["autoencoder"])
-    if len(profile.oracles) != len(ORACLE_NAMES):
-        raise ValueError(f"zoo profile {profile.name!r} has {len(profile.oracles)} oracle configs, "
-                         f"expected {len(ORACLE_NAMES)} ({', '.join(ORACLE_NAMES)})")
-    for name, cfg in zip(ORACLE_NAMES, profile.oracles):
+    if sorted(profile.oracles) != sorted(ORACLE_NAMES):
+        raise ValueError(f"zoo profile {profile.name!r} has oracle configs {sorted(profile.oracles)}, "
+                         f"expected {', '.join(ORACLE_NAMES)}")
+    for name, cfg in profile.oracles.items():
         keys[name] = config_key(name, profile.data, cfg)
     root = zoo_dir()
     entries = {name: root / f"{name}-{key}" for name, key in keys.items()}
@@ -134,7 +135,7 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
         "autoencoder": lambda out: train.train_autoencoder(profile.autoencoder, data, out),
         "ldm": lambda out: train.train_denoiser(profile.denoiser, data, entries["autoencoder"], out),
     }
-    for name, cfg in zip(ORACLE_NAMES, profile.oracles):
+    for name, cfg in profile.oracles.items():
         builders[name] = lambda out, cfg=cfg, name=name: train.train_oracle(cfg, data, out, name)
     for name in COMPONENTS:
         if not is_complete(entries[name]):

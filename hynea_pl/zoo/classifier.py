@@ -19,6 +19,8 @@ class DigitCNN(nn.Module):
     ``features`` returns the penultimate ``(B, hidden)`` activations (used as embeddings).
     """
 
+    family = "cnn"
+
     def __init__(
         self,
         channels: Sequence[int] = (32, 64),

@@ -1,8 +1,9 @@
-"""The validity oracle: digit classifiers trained independently of the SUT (other architecture, seeds and a
+"""The validity oracle: digit classifiers trained independently of the SUT (other architectures, seeds and a
 stronger augmentation) that judge whether a generated test image still shows its original digit.
 
-``oracle-0`` is the steering member (a method may use it in its loss or stop rule); ``oracle-1`` and ``oracle-2``
-are the judges (they only judge).
+``steer-cnn`` is the steering member (a method may use it in its loss or stop rule): a plain CNN. The judges
+(they only judge, unanimously) are of three other families: two residual CNNs (``oracle-1``, ``oracle-2``),
+timm's ConvMixer (``judge-convmixer``) and a k-NN vote over deskewed pixels (``judge-knn``).
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
+from jsonargparse.typing import import_object
+
 from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
-from hynea_pl.zoo.classifier import normalize
+from hynea_pl.zoo.classifier import DigitCNN, normalize
 from hynea_pl.zoo.data import NUM_CLASSES
-from hynea_pl.zoo.profiles import OracleConfig
+from hynea_pl.zoo.knn import KNNDigitClassifier
+from hynea_pl.zoo.profiles import CNNOracleConfig, ConvMixerOracleConfig, OracleConfig
 
 #: The members' roles: the steering member may guide a search, the judges never do.
-ORACLE_ROLES: dict[str, list[str]] = {"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}
-ORACLE_NAMES: tuple[str, ...] = ("oracle-0", "oracle-1", "oracle-2")
+ORACLE_ROLES: dict[str, list[str]] = {"steering": ["steer-cnn"],
+                                      "judges": ["oracle-1", "oracle-2", "judge-convmixer", "judge-knn"]}
+ORACLE_NAMES: tuple[str, ...] = (*ORACLE_ROLES["steering"], *ORACLE_ROLES["judges"])
 
 
 class ResidualBlock(nn.Module):
@@ -56,6 +61,8 @@ class OracleNet(nn.Module):
     dropout and a linear head. The defaults are the judges' architecture.
     """
 
+    family = "resnet"
+
     def __init__(self, widths: Sequence[int] = (32, 64, 128), num_classes: int = 10, in_channels: int = 1,
                  dropout: float = 0.1) -> None:
         super().__init__()
@@ -76,10 +83,17 @@ class OracleClassifier(nn.Module):
     """A frozen oracle member on RAW images: ``(B, 1 or 3, 32, 32)`` in [0, 1] -> logits ``(B, 10)`` (RGB is
     averaged to grey, then normalised as the zoo's classifiers expect). Always in eval mode."""
 
-    def __init__(self, network: OracleNet) -> None:
+    def __init__(self, network: nn.Module) -> None:
         super().__init__()
         self.network = network.requires_grad_(False)
         self.eval()
+
+    @property
+    def family(self) -> str:
+        """The wrapped network's family (see :func:`hynea_pl.suts.model_families`)."""
+        from hynea_pl.suts.family import network_family
+
+        return network_family(self.network)
 
     def train(self, mode: bool = True) -> OracleClassifier:
         """Stays in eval mode (batch norm and dropout frozen)."""
@@ -91,8 +105,20 @@ class OracleClassifier(nn.Module):
         return self.network(normalize(images))
 
 
-def oracle_init_args(cfg: OracleConfig) -> dict:
-    return {"widths": list(cfg.widths), "num_classes": NUM_CLASSES, "in_channels": 1, "dropout": cfg.dropout}
+def oracle_network(cfg: OracleConfig) -> tuple[nn.Module, str, dict]:
+    """A fresh network for a trained member's config, with its class path and init args (for ``config.json``)."""
+    if isinstance(cfg, ConvMixerOracleConfig):
+        from timm.models.convmixer import ConvMixer
+
+        cls, args = ConvMixer, {"dim": cfg.dim, "depth": cfg.depth, "kernel_size": cfg.kernel_size,
+                                "patch_size": cfg.patch_size, "in_chans": 1, "num_classes": NUM_CLASSES}
+    elif isinstance(cfg, CNNOracleConfig):
+        cls, args = DigitCNN, {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
+                               "num_classes": NUM_CLASSES, "in_channels": 1}
+    else:
+        cls, args = OracleNet, {"widths": list(cfg.widths), "num_classes": NUM_CLASSES, "in_channels": 1,
+                                "dropout": cfg.dropout}
+    return cls(**args), f"{cls.__module__}.{cls.__qualname__}", args
 
 
 def oracle_role(name: str) -> str:
@@ -100,11 +126,15 @@ def oracle_role(name: str) -> str:
     return "steering" if name in ORACLE_ROLES["steering"] else "judge"
 
 
-def load_oracle(entry: Path) -> OracleClassifier:
-    """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images."""
+def load_oracle(entry: Path) -> nn.Module:
+    """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images: an
+    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.knn.KNNDigitClassifier`."""
     config = json.loads((entry / "config.json").read_text())
-    network = OracleNet(**config["init_args"])
-    network.load_state_dict(load_file(str(entry / "model.safetensors")))
+    state = load_file(str(entry / "model.safetensors"))
+    if config["class_path"] == f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}":
+        return KNNDigitClassifier(state["reference"], state["labels"], **config["init_args"]).eval()
+    network = import_object(config["class_path"])(**config["init_args"])
+    network.load_state_dict(state)
     return OracleClassifier(network)
 
 
@@ -119,10 +149,10 @@ def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator 
 
 
 class OracleTraining(L.LightningModule):
-    """Trains an :class:`OracleNet`: augmented batches, label-smoothed cross entropy, AdamW, linear warm-up then
+    """Trains an oracle member's network: augmented batches, label-smoothed cross entropy, AdamW, linear warm-up then
     cosine decay."""
 
-    def __init__(self, model: OracleNet, cfg: OracleConfig) -> None:
+    def __init__(self, model: nn.Module, cfg: OracleConfig) -> None:
         super().__init__()
         self.model = model
         self.cfg = cfg

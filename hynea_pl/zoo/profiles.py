@@ -58,6 +58,45 @@ class OracleConfig:
 
 
 @dataclass(frozen=True)
+class ConvMixerOracleConfig(OracleConfig):
+    """An oracle member of another family: timm's ConvMixer (patch embedding, then ``depth`` blocks of a residual
+    depthwise ``kernel_size`` conv and a pointwise conv at ``dim`` channels), trained with the same augmentation."""
+
+    widths: tuple[int, ...] = ()
+    dim: int = 96
+    depth: int = 6
+    kernel_size: int = 5
+    patch_size: int = 4
+
+
+@dataclass(frozen=True)
+class CNNOracleConfig(OracleConfig):
+    """An oracle member of the plain-CNN family (:class:`~hynea_pl.zoo.classifier.DigitCNN`: conv stages and max
+    pooling, no residuals, no batch norm), trained with the oracle's augmentation."""
+
+    widths: tuple[int, ...] = ()
+    channels: tuple[int, ...] = (32, 64)
+    hidden: int = 128
+    dropout: float = 0.25
+
+
+@dataclass(frozen=True)
+class KNNOracleConfig:
+    """The non-neural member: a k-NN vote (:class:`~hynea_pl.zoo.knn.KNNDigitClassifier`) over deskewed, blurred
+    pixels, with the training digits shifted by up to ``shift`` px, rotated by each of ``rotations`` degrees and
+    ``elastic_copies`` times elastically deformed as its reference set."""
+
+    k: int = 5
+    blur_sigma: float = 1.0
+    shift: int = 1
+    rotations: tuple[float, ...] = (8.0, -8.0)
+    elastic_copies: int = 4
+    elastic_alpha: float = 1.5
+    elastic_grid: int = 4
+    seed: int = 14
+
+
+@dataclass(frozen=True)
 class AutoencoderConfig:
     block_out_channels: tuple[int, ...] = (16, 32, 64)
     layers_per_block: int = 1
@@ -125,12 +164,15 @@ class ZooProfile:
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     gates: GateConfig = field(default_factory=GateConfig)
-    #: the validity oracle: ``oracle-0`` (steering, a narrower variant), ``oracle-1``, ``oracle-2`` (the judges)
-    oracles: tuple[OracleConfig, ...] = (
-        OracleConfig(widths=(24, 48, 96), seed=11),
-        OracleConfig(seed=12),
-        OracleConfig(seed=13),
-    )
+    #: the validity oracle's members by name (roles in :data:`hynea_pl.zoo.oracle.ORACLE_ROLES`): the steering
+    #: member ``steer-cnn`` (plain CNN) and four judges of three other families (residual CNN x 2, ConvMixer, k-NN)
+    oracles: dict[str, OracleConfig | KNNOracleConfig] = field(default_factory=lambda: {
+        "steer-cnn": CNNOracleConfig(seed=15),
+        "oracle-1": OracleConfig(seed=12),
+        "oracle-2": OracleConfig(seed=13),
+        "judge-convmixer": ConvMixerOracleConfig(seed=16),
+        "judge-knn": KNNOracleConfig(),
+    })
 
 
 FULL = ZooProfile(name="full")
@@ -149,11 +191,13 @@ TINY = ZooProfile(
         sut_accuracy=None, oracle_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None,
         max_build_s=None, generated_per_class=2,
     ),
-    oracles=(
-        OracleConfig(widths=(8, 8, 16), max_steps=5, batch_size=32, seed=11),
-        OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
-        OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
-    ),
+    oracles={
+        "steer-cnn": CNNOracleConfig(channels=(8, 16), hidden=16, max_steps=5, batch_size=32, seed=15),
+        "oracle-1": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
+        "oracle-2": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
+        "judge-convmixer": ConvMixerOracleConfig(dim=16, depth=2, max_steps=5, batch_size=32, seed=16),
+        "judge-knn": KNNOracleConfig(rotations=(), elastic_copies=0),
+    },
 )
 
 PROFILES: dict[str, ZooProfile] = {"full": FULL, "tiny": TINY}

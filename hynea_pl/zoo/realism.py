@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.zoo.build import load_zoo
 from hynea_pl.zoo.data import load_digits
 from hynea_pl.zoo.profiles import get_profile
 
-__all__ = ["held_out_digits", "zoo_realism_features"]
+__all__ = ["ZooTypicality", "held_out_digits", "zoo_realism_features"]
 
 
 def zoo_realism_features(profile: str = "full") -> nn.Module:
@@ -24,3 +25,22 @@ def held_out_digits(profile: str = "full") -> Tensor:
     """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on."""
     data = get_profile(profile).data
     return load_digits(data.n_test, data.split_seed, data.n_train).test_images
+
+
+class ZooTypicality(TypicalityTest):
+    """The realism verdict's test on the zoo: the held-out real digits (never trained on) as the reference, in
+    pixel space and in the zoo embedder's space (a model no method uses), calibrated so that ``quantile`` of
+    held-out digits pass. ``real_check_pass_rate``: the pass rate of the zoo's training digits, real digits that
+    are not in the reference (how well the calibration carries over to other real digits).
+
+    Args:
+        profile: zoo profile (built on first use).
+        k: the k of the k-NN radius (1: the distance to the nearest real digit).
+        quantile: fraction of held-out real digits that pass.
+    """
+
+    def __init__(self, profile: str = "full", k: int = 1, quantile: float = 0.95) -> None:
+        super().__init__(held_out_digits(profile), zoo_realism_features(profile), k=k, quantile=quantile)
+        data = get_profile(profile).data
+        self.real_check_pass_rate = self.pass_rate(load_digits(data.n_test, data.split_seed, data.n_train).train_images)
+        self.profile = profile

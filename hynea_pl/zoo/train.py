@@ -12,6 +12,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from torch import nn
 from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
 from safetensors.torch import save_file
 from torch.utils.data import DataLoader, TensorDataset
@@ -22,8 +23,9 @@ from hynea_pl.zoo.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.classifier import ClassifierTraining, DigitCNN
 from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
 from hynea_pl.zoo.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.oracle import OracleNet, OracleTraining, oracle_init_args, oracle_role
-from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig, OracleConfig
+from hynea_pl.zoo.knn import KNNDigitClassifier, augmented_reference, digit_embedding
+from hynea_pl.zoo.oracle import OracleTraining, oracle_network, oracle_role
+from hynea_pl.zoo.profiles import AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig
 
 console = stderr_console
 
@@ -82,21 +84,31 @@ def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: s
     return model
 
 
-def train_oracle(cfg: OracleConfig, data: DigitSplit, out: Path, name: str) -> OracleNet:
-    """Train a validity-oracle member (an OracleNet) and save it like a classifier: ``model.safetensors`` +
-    ``config.json`` (class path, init args, preprocessing, role)."""
-    console.print(f"[bold]zoo[/]: training {name} (OracleNet {list(cfg.widths)}, {cfg.max_steps} steps)")
+def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Path, name: str) -> nn.Module:
+    """Train (or, for the k-NN member, fit) a validity-oracle member and save it like a classifier:
+    ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing, role)."""
     torch.manual_seed(cfg.seed)
-    init_args = oracle_init_args(cfg)
-    model = OracleNet(**init_args)
-    seconds = fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
-                  cfg.max_steps, cfg.seed, name=name)
-    model.eval()
-    save_file(model.state_dict(), str(out / "model.safetensors"))
+    start = time.perf_counter()
+    if isinstance(cfg, KNNOracleConfig):
+        console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
+        images, labels = augmented_reference(
+            data.train_images, data.train_labels, cfg.shift, cfg.rotations, cfg.elastic_copies, cfg.elastic_alpha,
+            cfg.elastic_grid, torch.Generator().manual_seed(cfg.seed))
+        model = KNNDigitClassifier(digit_embedding(images, cfg.blur_sigma), labels, cfg.k, cfg.blur_sigma)
+        class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
+            "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": NUM_CLASSES}
+        state = {"reference": model.reference.contiguous(), "labels": model.labels.contiguous()}
+    else:
+        model, class_path, init_args = oracle_network(cfg)
+        console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
+        fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
+            cfg.max_steps, cfg.seed, name=name)
+        state = model.eval().state_dict()
+    save_file(state, str(out / "model.safetensors"))
     config = {
-        "class_path": f"{OracleNet.__module__}.{OracleNet.__qualname__}", "init_args": init_args,
+        "class_path": class_path, "init_args": init_args,
         "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name),
-        "training": dataclasses.asdict(cfg), "build_s": seconds,
+        "training": dataclasses.asdict(cfg), "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     return model

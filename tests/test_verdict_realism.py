@@ -1,0 +1,189 @@
+"""The verdict's realism test, its per-judge unanimity on a real ensemble, the family check and the saved image."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from hynea_pl.campaign.cli import check_judge_independent
+from hynea_pl.images import as_saved, load_image
+from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
+from hynea_pl.metrics.typicality import TypicalityRate, TypicalityTest
+from hynea_pl.metrics.validity import judge_case
+from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
+from hynea_pl.suts.family import model_families
+from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.data import load_digits
+from hynea_pl.zoo.knn import KNNDigitClassifier, deskew, digit_embedding
+from hynea_pl.zoo.oracle import OracleClassifier, OracleNet
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits(n_test=300, n_train=600)
+
+
+@pytest.fixture(scope="module")
+def pixel_test(digits) -> TypicalityTest:
+    return TypicalityTest(digits.test_images, features=None, k=1, quantile=0.95)
+
+
+def scribble(seed: int = 1) -> torch.Tensor:
+    """``(1, 1, 32, 32)``: three random 2-px strokes of 12 steps each, no digit's shape."""
+    generator, image = torch.Generator().manual_seed(seed), torch.zeros(1, 1, 32, 32)
+    for _ in range(3):
+        y, x = torch.randint(6, 26, (2,), generator=generator).tolist()
+        for _ in range(12):
+            dy, dx = torch.randint(-1, 2, (2,), generator=generator).tolist()
+            y, x = min(max(y + dy, 4), 27), min(max(x + dx, 4), 27)
+            image[0, 0, y:y + 2, x:x + 2] = 1.0
+    return image
+
+
+def test_knn_radius_and_percentiles():
+    reference = torch.tensor([[0.0], [1.0], [3.0]])
+    assert knn_radius(torch.tensor([[0.5]]), reference).item() == pytest.approx(0.5)
+    assert knn_radius(torch.tensor([[0.5]]), reference, k=2).item() == pytest.approx(0.5)
+    loo = knn_radius(reference, reference, exclude_self=True)
+    assert loo.tolist() == pytest.approx([1.0, 1.0, 2.0])
+    ranks = percentile_rank(torch.tensor([0.0, 1.5, 9.0]), loo)
+    assert ranks.tolist() == pytest.approx([0.0, 2 / 3, 1.0])
+    combined = typicality_score({"a": torch.tensor([0.0]), "b": torch.tensor([9.0])}, {"a": loo, "b": loo})
+    assert combined.item() == 1.0, "an image must be typical in every space"
+    with pytest.raises(ValueError, match="more than 3 reference rows"):
+        knn_radius(reference, reference, k=3, exclude_self=True)
+
+
+def test_realism_passes_real_digits_and_fails_scribbles_and_noise(digits, pixel_test):
+    # calibrated on the reference itself (leave-one-out): its quantile passes by construction
+    assert pixel_test.held_out_pass_rate == pytest.approx(0.95, abs=0.01)
+    assert pixel_test.pass_rate(digits.test_images) == 1.0, "a reference image is its own nearest real digit"
+    # real digits it never saw pass at about the same rate
+    assert pixel_test.pass_rate(digits.train_images) > 0.85
+    assert not bool(pixel_test(scribble())[0]), "a faint scribble is off the real-digit manifold"
+    noise = torch.rand(1, 1, 32, 32, generator=torch.Generator().manual_seed(0))
+    readings = pixel_test.readings(noise)
+    assert not bool(readings["passed"][0]) and readings["score"][0] == 1.0, "farther than every real digit"
+    rate = TypicalityRate(pixel_test)
+    rate.update(torch.cat([scribble(), noise]))
+    assert rate.compute().item() == 0.0
+    with pytest.raises(ValueError, match="typicality test of"):
+        pixel_test(torch.zeros(1, 3, 32, 32))
+
+
+def test_embedding_space_counts_too(digits):
+    # an embedding in which every image looks the same as a real digit cannot rescue a pixel-space outlier
+    class Blind(torch.nn.Module):
+        def forward(self, images):
+            return torch.zeros(len(images), 4)
+
+    test = TypicalityTest(digits.test_images, features=Blind(), k=1, quantile=0.95)
+    assert test.spaces == ["pixel", "embedding"]
+    assert not bool(test(scribble())[0])
+
+
+def test_degraded_when_the_judges_keep_the_class_but_the_image_is_a_scribble(digits, pixel_test):
+    class AlwaysThree(torch.nn.Module):
+        def forward(self, images):
+            return torch.nn.functional.one_hot(torch.full((len(images),), 3), 10).float() * 10
+
+    judges = EnsembleClassifierSUT([ClassifierSUT(AlwaysThree()), ClassifierSUT(AlwaysThree())], ["a", "b"])
+    three = digits.test_images[(digits.test_labels == 3).nonzero()[0]]
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c3-0", seed=1, origin_class=3,
+                        flipped=True, result_label=8)
+    fields = judge_case(judges, record, three, scribble(), pixel_test)
+    assert fields["judge_labels"] == {"a": 3, "b": 3}
+    assert fields["realistic"] is False and fields["verdict"] == "degraded"
+    assert fields["origin_realistic"] is True or fields["origin_realistic"] is False
+    real = judge_case(judges, record, three, three, pixel_test)
+    assert real["realistic"] is True and real["verdict"] == "valid_failure", "a real digit passes"
+
+
+def test_a_split_ensemble_vote_is_ambiguous(digits):
+    class Reads(torch.nn.Module):
+        def __init__(self, label):
+            super().__init__()
+            self.label = label
+
+        def forward(self, images):
+            return torch.nn.functional.one_hot(torch.full((len(images),), self.label), 10).float() * 10
+
+    # the mean vote reads 3 (two of three), but one judge reads 5: not unanimous
+    judges = EnsembleClassifierSUT([ClassifierSUT(Reads(3)), ClassifierSUT(Reads(3)), ClassifierSUT(Reads(5))],
+                                   ["a", "b", "c"])
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c3-0", seed=1, origin_class=3,
+                        flipped=True, result_label=8)
+    image = digits.test_images[:1]
+    fields = judge_case(judges, record, image, image)
+    assert fields["oracle_result_label"] == 3 and fields["judge_labels"] == {"a": 3, "b": 3, "c": 5}
+    assert fields["verdict"] == "ambiguous"
+
+
+def test_knn_judge_reads_real_digits(digits):
+    reference = digit_embedding(digits.train_images, 1.0)
+    judge = KNNDigitClassifier(reference, digits.train_labels, k=3)
+    accuracy = (judge(digits.test_images).argmax(1) == digits.test_labels).float().mean().item()
+    assert accuracy > 0.85
+    assert judge.family == "knn" and torch.isfinite(judge(torch.zeros(2, 1, 32, 32))).all()
+    # deskewing centres the ink
+    shifted = torch.roll(digits.test_images[:1], 3, dims=3)
+    centre = lambda im: (im[0, 0].sum(0) * torch.arange(32.0)).sum() / im.sum()  # noqa: E731
+    assert abs(centre(deskew(shifted)) - 15.5) < 1.0
+
+
+def test_families_of_wrapped_models():
+    resnet = ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))
+    cnn = ClassifierSUT(DigitCNN(channels=(8,), hidden=8))
+    assert model_families(resnet) == {"resnet"} and model_families(cnn) == {"cnn"}
+    ensemble = EnsembleClassifierSUT([resnet, ClassifierSUT(KNNDigitClassifier(torch.rand(4, 1024),
+                                                                                 torch.arange(4)))])
+    assert model_families(ensemble) == {"resnet", "knn"}
+    from timm.models.convmixer import ConvMixer
+
+    assert model_families(ClassifierSUT(ConvMixer(8, 1, 3, 4, in_chans=1, num_classes=10))) == {"convmixer"}
+
+
+def test_a_sibling_steering_model_is_refused():
+    torch.manual_seed(0)
+    judges = EnsembleClassifierSUT([ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))])
+    sibling = ClassifierSUT(OracleClassifier(OracleNet(widths=(4, 8))))  # other weights and widths, same family
+    with pytest.raises(ValueError, match="family resnet, like the model.reference"):
+        check_judge_independent(judges, sibling)
+    cnn = ClassifierSUT(DigitCNN(channels=(8,), hidden=8))
+    check_judge_independent(judges, cnn, cnn)  # another family steers: accepted
+    with pytest.raises(ValueError, match="like the sut"):
+        check_judge_independent(judges, cnn, sibling)
+
+
+def test_the_sut_decides_on_the_image_as_saved(tmp_path):
+    from hynea_pl.campaign.records import RunFolder
+    from hynea_pl.campaign.runner import fill_outcome
+
+    class Threshold(torch.nn.Module):
+        """Class 1 when pixel (0, 0) exceeds 0.499, else class 0: a boundary inside one 8-bit grey level."""
+
+        def forward(self, images):
+            up = (images[:, 0, 0, 0] > 0.499).float() * 10
+            return torch.stack([10 - up, up], 1)
+
+    sut = ClassifierSUT(Threshold())
+    origin = torch.full((1, 1, 8, 8), 0.3)
+    undone = origin.clone()
+    undone[0, 0, 0, 0] = 0.4995  # flips as a float; the PNG holds 127/255 = 0.498: the flip is gone
+    assert as_saved(undone)[0, 0, 0, 0].item() == pytest.approx(127 / 255)
+
+    origin_output = sut(origin)
+    model = SimpleNamespace(
+        sut_evals=1, record_diagnostics=lambda: {}, has_origin=True, sut=sut, origin_output=origin_output,
+        target=torch.tensor([1]), origin_image=origin, save_adapter=lambda directory: False,
+        result=SimpleNamespace(image=undone, output=sut(undone), step=1))
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c0-0", seed=1, origin_class=0)
+    folder = RunFolder(tmp_path, "run")
+    fill_outcome(record, model, folder)
+    assert record.flipped_before_saving is True and record.flipped is False and record.result_label == 0
+    png = load_image(folder.path / record.result_image)
+    torch.testing.assert_close(png[:1], as_saved(undone)[0])
+    assert bool(sut(png[None, :1]).argmax(1)[0] == 1) is record.flipped, "the record says what the PNG does"
