@@ -6,7 +6,10 @@ while the SUT still predicts the origin's label, else the L1 distance to the ori
 variant infinite unless the prediction is the target (eq. 4); children by single-point crossover anywhere in z,
 mutation ``scale * N(0, 1)`` only on genes that differ from the origin encoding, then a Bernoulli(0.5) mask resets
 genes back to the origin encoding; the mutation scale (0.1) is multiplied by 0.7 when the best fitness stagnates and
-reset when it improves; the search stops when the scale falls below 1e-3.
+reset when it improves; the search stops when the scale falls below 1e-3, usually long before the budget.
+``restart_until_budget`` (off by default) offers the budget-matched comparison instead: when the scale decays, the
+search starts over from a fresh initial population around the origin encoding with the scale reset, until it
+flips or the SUT-evaluation budget is spent (evaluations count across restarts).
 
 Here the autoencoder is the generator's (``generator.vae``); genomes live in the generator's *scaled* latent space
 (``(mean - shift_factor) * scaling_factor``, what :meth:`DiffusionGenerator.decode` takes), where latents are
@@ -122,6 +125,9 @@ class SINVADCase(PopulationSearchCase):
         decay: factor on the mutation scale when the best fitness stagnates.
         min_scale: stop when the mutation scale falls below it.
         reset_probability: Bernoulli probability of resetting a gene to the origin encoding.
+        restart_until_budget: when the mutation scale falls below ``min_scale``, restart the search (fresh initial
+            population, scale reset) instead of stopping, so only a flip or the budget ends the case; the
+            record's ``diagnostics["restarts"]`` counts the restarts. Default: stop (the paper's rule).
     """
 
     method_name = "sinvad"
@@ -142,6 +148,7 @@ class SINVADCase(PopulationSearchCase):
         decay: float = 0.7,
         min_scale: float = 1e-3,
         reset_probability: float = 0.5,
+        restart_until_budget: bool = False,
         search_seed: int | None = None,
         chunk_size: int | None = None,
     ) -> None:
@@ -158,13 +165,18 @@ class SINVADCase(PopulationSearchCase):
         self.decay = decay
         self.min_scale = min_scale
         self.reset_probability = reset_probability
-        self.method_name = self.display_name({"targeted": targeted, "reference": reference})
+        self.restart_until_budget = restart_until_budget
+        self.starts = 0  # initial populations drawn: 1 + the restarts that ran
+        self.method_name = self.display_name({"targeted": targeted, "reference": reference,
+                                              "restart_until_budget": restart_until_budget})
 
     @classmethod
     def display_name(cls, init_args: dict) -> str:
         if init_args.get("reference") is not None:
-            return "sinvad-differential"
-        return "sinvad-targeted" if init_args.get("targeted") else "sinvad"
+            name = "sinvad-differential"
+        else:
+            name = "sinvad-targeted" if init_args.get("targeted") else "sinvad"
+        return f"{name}-restart" if init_args.get("restart_until_budget") else name
 
     def setup_search(self) -> None:
         self.register_buffer("origin_genome", encode_genome(self.generator, self.origin_image), persistent=False)
@@ -173,6 +185,7 @@ class SINVADCase(PopulationSearchCase):
             self.reference_label = int(self.reference.prediction(self.reference(self.origin_image))[0])
 
     def initial_population(self) -> Tensor:
+        self.starts += 1
         return initial_population(self.origin_genome, self.population_size, self.initial_spread, self.rng)
 
     def render(self, genomes: Tensor) -> Tensor:
@@ -210,8 +223,26 @@ class SINVADCase(PopulationSearchCase):
         return torch.cat([survivors, torch.stack(children)]) if children else survivors
 
     def should_stop(self) -> bool:
-        # the scale the next generation would use: SINVAD checks it after updating it at the end of a generation
-        return should_stop(update_scale(self.scale, self.base_scale, self._improved, self.decay), self.min_scale)
+        """SINVAD's rule on the scale the next generation would use (it checks the scale after updating it at the
+        end of a generation); with ``restart_until_budget`` a decayed scale restarts the search instead."""
+        decayed = should_stop(update_scale(self.scale, self.base_scale, self._improved, self.decay), self.min_scale)
+        if decayed and self.restart_until_budget:
+            self.restart()
+            return False
+        return decayed
+
+    def restart(self) -> None:
+        """Start the search over: the next generation is a fresh initial population around the origin encoding with
+        the scale reset; the kept result, the scored images and the SUT evaluations carry over."""
+        self.population = self.fitness_values = None
+        self.best_fitness = math.inf
+        self._improved = True
+        self.scale = self.base_scale
 
     def diagnostics(self, population: Tensor) -> dict[str, float]:
         return {"mutation_scale": self.scale}
+
+    def record_diagnostics(self) -> dict:
+        """The search's diagnostics and ``restarts``: the fresh initial populations a decayed scale made the search
+        draw and evaluate (``restart_until_budget``)."""
+        return {**super().record_diagnostics(), "restarts": max(self.starts - 1, 0)}

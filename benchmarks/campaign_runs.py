@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from hynea_pl.campaign.summary import read_summary
 from hynea_pl.cli import main
 
 
@@ -13,4 +13,4 @@ def fit_summary(name: str, overrides: list[str], out: Path, config: str = "confi
     code = main(["fit", "--config", config, *overrides, "--output.root", str(out), "--output.name", name])
     if code != 0:
         raise SystemExit(f"sweep run {name} failed with exit code {code}")
-    return json.loads((out / name / "summary.json").read_text())
+    return read_summary(out / name / "summary.json")

@@ -54,8 +54,8 @@ def main_sweep() -> None:
         rows.append((name, run(name, SETTINGS[name][1], options)))
     table = Table(title=f"HyNeA validity sweep, MNIST zoo, {options.cases_per_class} case(s)/class, judged by "
                         "oracle-1 + oracle-2")
-    columns = ("setting", "flip", "valid", "semantic", "ambiguous", "MS-SSIM", "MS-SSIM valid", "median evals",
-               "evals/valid", "s/case", "s/valid")
+    columns = ("setting", "flip", "valid", "semantic", "ambiguous", "MS-SSIM", "MS-SSIM valid",
+               "median evals (flipped)", "evals/valid", "s/case", "s/valid")
     for column in columns:
         table.add_column(column, justify="left" if column == "setting" else "right")
 
@@ -66,7 +66,7 @@ def main_sweep() -> None:
         table.add_row(name, fmt(s["flip_rate"], ".2f"), fmt(s["valid_failure_rate"], ".2f"),
                       fmt(s["semantic_change_rate"], ".2f"), fmt(s["ambiguous_rate"], ".2f"),
                       fmt(s["median_ms_ssim"], ".3f"), fmt(s["median_ms_ssim_valid_failures"], ".3f"),
-                      fmt(s["median_sut_evals"], "g"), fmt(s["sut_evals_per_valid_failure"], ".1f"),
+                      fmt(s["median_sut_evals_flipped"], "g"), fmt(s["sut_evals_per_valid_failure"], ".1f"),
                       fmt(s["mean_runtime_s"], ".1f"), fmt(s["runtime_s_per_valid_failure"], ".1f"))
     Console(width=180).print(table)
     for name in options.settings:

@@ -11,8 +11,8 @@ from hynea_pl.cli import main
 
 RECORD_KEYS = {"method", "task", "case_id", "seed", "origin_class", "target", "flipped", "sut_evals", "steps",
                "runtime_s", "origin_pred", "result_pred", "ms_ssim", "origin_image", "result_image", "error"}
-SUMMARY_KEYS = {"n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "mean_runtime_s",
-                "median_ms_ssim"}
+SUMMARY_KEYS = {"n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals_flipped", "mean_sut_evals_all",
+                "ended_before_budget_rate", "mean_runtime_s", "median_ms_ssim"}
 
 
 def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
@@ -66,7 +66,7 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     # re-scoring the run gives the figures the run printed
     assert main(["evaluate", str(run), "--embedder", "zoo://tiny"]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
-    for key in ("n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals", "median_ms_ssim"):
+    for key in ("n_cases", "misclassification_rate", "escape_ratio", "median_sut_evals_flipped", "median_ms_ssim"):
         assert metrics[key] == pytest.approx(summary[key]), key
     assert isinstance(metrics["diversity"], float) and isinstance(metrics["trace_difference"], float)
     lpips = metrics["lpips"]  # VGG weights are not in this machine's torch cache: reported unavailable, no number

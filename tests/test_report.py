@@ -103,7 +103,7 @@ def metrics_row(method: str, **values) -> dict:
            "lpips_std": {"value": None, "unavailable": "no LPIPS weights"}, "diversity": 0.18,
            "trace_difference": 79.6, "fid": 12.5, "kid_mean": 0.01, "kid_std": None, "fid_valid_failures": None,
            "mean_runtime_s": 94.41, "std_runtime_s": 99.26, "mean_sut_evals_all": 25.29,
-           "std_sut_evals_all": 26.72, "median_sut_evals": 12.0, "sut_evals_per_valid_failure": 50.6,
+           "std_sut_evals_all": 26.72, "median_sut_evals_flipped": 12.0, "sut_evals_per_valid_failure": 50.6,
            "runtime_s_per_valid_failure": 188.8}
     row.update(values)
     return row
@@ -128,6 +128,7 @@ def test_rq1_and_rq2_show_metrics_json_values_with_their_sd():
     rq2 = rq2_table(metrics, ["a", "b"], eval_ratio=[1.0, float("nan")])
     assert rq2.iloc[0]["runtime s ↓ (mean ± sd)"] == "94.4 ± 99.3"
     assert rq2.iloc[0]["SUT evals ↓ (mean ± sd, all cases)"] == "25.3 ± 26.7"
+    assert rq2.iloc[0]["SUT evals to a flip (median, flipped cases)"] == 12.0
     assert list(display_frame(rq2)["hynea_eval_ratio"]) == ["1", "-"]
     assert unavailable_notes(metrics, ["a", "b"], ["lpips", "fid"]) == [
         "lpips unavailable for a, b: no LPIPS weights"]

@@ -6,6 +6,8 @@ from typing import Any
 
 import lightning as L
 
+from hynea_pl.callbacks.stop import fit_stop_reason, note_stop
+
 
 class SUTEvaluationBudget(L.Callback):
     """Counts SUT evaluations (the method's ``sut_evals`` counter) and stops the Trainer at ``max_evals``.
@@ -13,6 +15,10 @@ class SUTEvaluationBudget(L.Callback):
     Methods declare ``evals_per_step``, at most what their next step spends (1 for HyNeA; for a genetic search the
     individuals it has not scored yet: the whole first population, then the children). The Trainer is stopped
     after the last step the budget can pay for in full, so a run never exceeds ``max_evals``.
+
+    It also notes why the case ended (``pl_module.stop_reason``, :data:`hynea_pl.callbacks.stop.STOP_REASONS`):
+    ``budget`` when it stops the Trainer; at the end of a fit nothing else explains, ``max_steps`` or
+    ``converged`` (the method stopped itself).
     """
 
     def __init__(self, max_evals: int = 2700) -> None:
@@ -33,3 +39,7 @@ class SUTEvaluationBudget(L.Callback):
                            batch_idx: int) -> None:
         if int(pl_module.sut_evals) + self._per_step(pl_module) > self.max_evals:
             trainer.should_stop = True
+            note_stop(pl_module, "budget")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        note_stop(pl_module, fit_stop_reason(trainer))

@@ -6,13 +6,15 @@ from typing import Any
 
 import lightning as L
 
+from hynea_pl.callbacks.stop import note_stop
+
 
 class FlipEarlyStopping(L.Callback):
     """Sets ``trainer.should_stop`` at the end of the first step whose output reports ``found``.
 
     The criteria belong to the SUT's task (``SUT.is_flipped``, ``SUT.reaches_target``); each method says which one
     it searches for and returns the verdict as ``outputs["found"]``. The image of that step is the one the method
-    keeps.
+    keeps; ``pl_module.stop_reason`` becomes ``"flipped"``.
     """
 
     def __init__(self) -> None:
@@ -23,3 +25,4 @@ class FlipEarlyStopping(L.Callback):
         if isinstance(outputs, dict) and outputs.get("found") and self.flipped_at is None:
             self.flipped_at = trainer.global_step
             trainer.should_stop = True
+            note_stop(pl_module, "flipped")

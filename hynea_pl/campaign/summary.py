@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.table import Table
 
@@ -12,9 +14,11 @@ from hynea_pl.schema import CaseRecord
 
 SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
                 "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "escape_ratio", "confidence_reduction",
-                "median_sut_evals",
-                "mean_sut_evals", "sut_evals_per_valid_failure", "mean_runtime_s", "runtime_s_per_valid_failure",
-                "median_ms_ssim", "median_ms_ssim_valid_failures", "skipped_seeds")
+                "median_sut_evals_flipped", "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all",
+                "sut_evals_per_valid_failure", "ended_before_budget_rate", "mean_runtime_s",
+                "runtime_s_per_valid_failure", "median_ms_ssim", "median_ms_ssim_valid_failures", "skipped_seeds")
+#: ``summary.json`` keys of older runs -> their current names (each cost key now says which cases it averages).
+LEGACY_KEYS = {"median_sut_evals": "median_sut_evals_flipped", "mean_sut_evals": "mean_sut_evals_flipped"}
 
 
 def summarize_records(records: Sequence[CaseRecord]) -> dict:
@@ -22,12 +26,21 @@ def summarize_records(records: Sequence[CaseRecord]) -> dict:
     ``n_cases`` (cases with a valid origin), ``flip_rate`` / ``target_reached_rate`` (flips, not valid failures),
     ``misclassification_rate`` (eqs. 9-11; a case with an error counts as not flipped), ``escape_ratio``
     (eqs. 12-14; not for detection), ``confidence_reduction`` (detection: mean of eq. 15 over the cases),
-    ``median_sut_evals`` / ``mean_sut_evals`` (flipped cases), ``mean_runtime_s``, ``median_ms_ssim`` and
-    ``skipped_seeds`` (invalid origins drawn, paper 4.5)."""
+    ``median_sut_evals_flipped`` / ``mean_sut_evals_flipped`` (over flipped cases), ``median_sut_evals_all`` /
+    ``mean_sut_evals_all`` (over all cases, errors included), ``sut_evals_per_valid_failure`` (the evaluations of
+    all cases / valid failures), ``ended_before_budget_rate`` (cases that stopped by their own rule or the step
+    limit, before the budget), ``mean_runtime_s`` (all cases), ``median_ms_ssim`` and ``skipped_seeds`` (invalid
+    origins drawn, paper 4.5)."""
     row = to_record_value(records_row(list(records)))
     summary = {key: row.get(key) for key in SUMMARY_KEYS if key != "skipped_seeds"}
     summary["skipped_seeds"] = sum(r.skipped_seeds for r in records)
     return summary
+
+
+def read_summary(path: Path | str) -> dict:
+    """A run's ``summary.json``, the keys of older runs renamed to the current ones (:data:`LEGACY_KEYS`)."""
+    summary = json.loads(Path(path).read_text())
+    return {LEGACY_KEYS.get(key, key): value for key, value in summary.items()}
 
 
 def summary_table(title: str, summary: dict) -> Table:

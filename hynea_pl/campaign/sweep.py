@@ -24,7 +24,6 @@ The task is read from the config file's name (``mnist*``, ``imagenet*``, ``celeb
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hynea_pl.campaign.runner import CampaignFailed
+from hynea_pl.campaign.summary import read_summary
 from hynea_pl.errors import one_line
 
 
@@ -71,7 +71,8 @@ LR_GRIDS: dict[str, tuple[LRSetting, ...]] = {
 OWN_OPTIONS = ("--config", "--output.root", "--output.name", "--model.init_args.lr_min", "--model.init_args.lr_max")
 
 #: Summary columns printed per setting (keys of the campaign's ``summary.json``).
-ROW_KEYS = ("n_cases", "flip_rate", "valid_failure_rate", "median_sut_evals", "median_ms_ssim", "mean_runtime_s")
+ROW_KEYS = ("n_cases", "flip_rate", "valid_failure_rate", "median_sut_evals_flipped", "median_ms_ssim",
+            "mean_runtime_s")
 
 
 def task_of_config(config: Path | str) -> str:
@@ -129,7 +130,7 @@ def run_sweep(config: Path | str, settings: Sequence[LRSetting], out: Path | str
         except CampaignFailed as error:
             row["error"] = one_line(error)
             summary_path = run_dir / "summary.json"
-            summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+            summary = read_summary(summary_path) if summary_path.is_file() else {}
         row.update({key: summary.get(key) for key in ROW_KEYS})
         rows.append(row)
         if on_row is not None:
@@ -144,14 +145,14 @@ def _fmt(value: Any, spec: str) -> str:
 def sweep_table(rows: Sequence[dict[str, Any]], title: str = "lr sweep") -> Table:
     """One line per setting: the lr range, the run folder and its campaign summary."""
     table = Table(title=title)
-    for column in ("lr_min", "lr_max", "cases", "flip", "valid failure", "median evals", "median MS-SSIM",
+    for column in ("lr_min", "lr_max", "cases", "flip", "valid failure", "median evals (flipped)", "median MS-SSIM",
                    "s/case", "run"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows:
         run = row["run"] + (" (resumed)" if row["resumed"] else "") + (f" ERROR {row['error']}" if row["error"] else "")
         table.add_row(f"{row['lr_min']:g}", f"{row['lr_max']:g}", _fmt(row["n_cases"], "d"),
                       _fmt(row["flip_rate"], ".2f"), _fmt(row["valid_failure_rate"], ".2f"),
-                      _fmt(row["median_sut_evals"], "g"), _fmt(row["median_ms_ssim"], ".3f"),
+                      _fmt(row["median_sut_evals_flipped"], "g"), _fmt(row["median_ms_ssim"], ".3f"),
                       _fmt(row["mean_runtime_s"], ".1f"), escape(run))
     return table
 
@@ -162,7 +163,7 @@ def row_line(row: dict[str, Any]) -> str:
         return f"sweep {row['lr_min']:g} -> {row['lr_max']:g}: {row['run']}: error {row['error']}"
     figures = [f"flip_rate {_fmt(row['flip_rate'], '.3g')}",
                f"valid_failure_rate {_fmt(row['valid_failure_rate'], '.3g')}",
-               f"median_sut_evals {_fmt(row['median_sut_evals'], 'g')}",
+               f"median_sut_evals_flipped {_fmt(row['median_sut_evals_flipped'], 'g')}",
                f"median_ms_ssim {_fmt(row['median_ms_ssim'], '.3f')}",
                f"mean_runtime_s {_fmt(row['mean_runtime_s'], '.2f')}"]
     head = f"sweep {row['lr_min']:g} -> {row['lr_max']:g}: {row['run']}: {_fmt(row['n_cases'], 'd')} cases"

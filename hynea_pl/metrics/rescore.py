@@ -15,8 +15,12 @@ Conventions (the same for every method, since every method writes the same schem
   records where they disagree); for detection eq. 11 is the fraction of top-k detections whose class changed.
 - Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection, from the logits) over ok cases.
 - Validity (:func:`validity_columns`): the oracle's verdicts; ``valid_failure_rate`` is the honest failure rate.
-- ``median_sut_evals`` / ``mean_sut_evals`` are over flipped cases (what a method needs to find a flip);
-  ``*_sut_evals_all`` and runtime over every case (errors included: budget was spent).
+- Cost columns say what they average: ``*_sut_evals_flipped`` over flipped cases (what a method needs to find a
+  flip), ``*_sut_evals_all``, ``total_sut_evals`` and runtime over every case (errors included: budget was spent);
+  ``sut_evals_per_valid_failure`` = the evaluations of all cases / valid failures.
+- ``ended_before_budget_rate`` = cases that stopped by the method's own rule or the step limit (``diagnostics
+  ["stop_reason"]`` ``converged`` / ``max_steps``), neither finding what they search for nor spending the budget,
+  / cases; ``None`` when no case recorded why it stopped (older runs, methods that do not record it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hynea_pl.callbacks.stop import EARLY_STOP_REASONS
 from hynea_pl.images import load_image
 from hynea_pl.metrics.functional import embedding as FE
 from hynea_pl.metrics.functional import image as FI
@@ -39,7 +44,7 @@ from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
 
-__all__ = ["evaluate_run", "records_row"]
+__all__ = ["ended_before_budget_rate", "evaluate_run", "records_row"]
 
 NAN = float("nan")
 
@@ -90,6 +95,24 @@ def _ms_ssim_columns(values: list[float], source: str | None) -> dict[str, Any]:
             "ms_ssim_source": source if values else None}
 
 
+def _sut_evals_columns(cases: list[CaseRecord]) -> dict[str, Any]:
+    """SUT evaluations over flipped cases (``*_flipped``) and over all cases (``*_all``, ``total_sut_evals``)."""
+    groups = {"flipped": [r for r in cases if r.ok and r.flipped], "all": cases}
+    stats = {suffix: summarize(_finite([r.sut_evals for r in group])) for suffix, group in groups.items()}
+    columns = {f"{stat}_sut_evals_{suffix}": values[stat] for suffix, values in stats.items()
+               for stat in ("median", "mean", "std")}
+    return {**columns, "total_sut_evals": stats["all"]["total"]}
+
+
+def ended_before_budget_rate(cases: Sequence[CaseRecord]) -> float | None:
+    """Cases whose ``diagnostics["stop_reason"]`` is ``converged`` or ``max_steps`` (they ended before finding what
+    they search for and before spending the budget) / cases; ``None`` when no case recorded a stop reason."""
+    reasons = [r.diagnostics.get("stop_reason") for r in cases]
+    if not any(reasons):
+        return None
+    return sum(reason in EARLY_STOP_REASONS for reason in reasons) / len(cases)
+
+
 def _load_pairs(run_dir: Path, cases: list[CaseRecord]) -> tuple[list[tuple[CaseRecord, Tensor, Tensor]], int]:
     pairs, skipped = [], 0
     for rec in cases:
@@ -134,8 +157,9 @@ def _lpips_values(groups, lpips_model, lpips_net, lpips_weights, batch_size) -> 
 
 
 def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
-    """The part of a method's row that needs only the records: task metrics, SUT evaluations, runtime and the
-    recorded MS-SSIM. The campaign prints this at the end of a run; :func:`evaluate_run` extends it."""
+    """The part of a method's row that needs only the records: task metrics, SUT evaluations (over flipped cases
+    and over all cases, see the module docstring), ``ended_before_budget_rate``, runtime and the recorded MS-SSIM.
+    The campaign prints this at the end of a run; :func:`evaluate_run` extends it."""
     cases = [r for r in records if r.is_case]
     ok = [r for r in cases if r.ok]
     n_cases = len(cases)
@@ -177,13 +201,10 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "confidence_reduction": _mean(cr) if cr else None,
         "confidence_reduction_std": float(np.std(cr, ddof=1)) if len(cr) > 1 else None,
     }
-    budget = summarize(_finite([r.sut_evals for r in ok if r.flipped]))
-    budget_all = summarize(_finite([r.sut_evals for r in cases]))
+    row.update(_sut_evals_columns(cases))
+    row["ended_before_budget_rate"] = ended_before_budget_rate(cases)
     runtime = summarize(_finite([r.runtime_s for r in cases]))
     row.update({
-        "median_sut_evals": budget["median"], "mean_sut_evals": budget["mean"], "std_sut_evals": budget["std"],
-        "median_sut_evals_all": budget_all["median"], "mean_sut_evals_all": budget_all["mean"],
-        "std_sut_evals_all": budget_all["std"], "total_sut_evals": budget_all["total"],
         "mean_runtime_s": runtime["mean"], "median_runtime_s": runtime["median"], "std_runtime_s": runtime["std"],
         "total_runtime_s": runtime["total"],
     })

@@ -86,9 +86,12 @@ def _rq2(metrics: list[dict[str, Any]], labels: list[str], table: pd.DataFrame,
     rq2 = rq2_table(metrics, labels, eval_ratio=list(table["hynea_eval_ratio"]))
     report.tables["rq2"] = rq2
     section = Section("RQ2: efficiency", "rq2").add(
-        Text("Runtime and SUT evaluations: mean ± sd over every case (a case that never flips spends its budget); "
-             "`SUT evals to a flip` is the median over flipped cases; `hynea_eval_ratio` = HyNeA's mean SUT "
-             "evaluations per case divided by the run's."),
+        Text("Runtime and SUT evaluations: mean ± sd over every case (a case that never flips spends its budget, "
+             "unless it ends before); `SUT evals to a flip` is the median over flipped cases; `SUT evals per valid "
+             "failure` = the evaluations of all cases / valid failures; `ended before budget` = the share of cases "
+             "that stopped by the method's own rule or the step limit, without finding what they search for and "
+             "before spending the budget; `hynea_eval_ratio` = HyNeA's mean SUT evaluations per case divided by "
+             "the run's."),
         Table(rq2, "rq2-table", "Table 2: efficiency per run"))
     cases = {label: [r for r in recs if r.is_case] for label, recs in records.items()}
     for key, name, ylabel in (("sut_evals", "SUT evaluations", "SUT evaluations per case"),

@@ -75,7 +75,7 @@ def test_evaluate_run_hand_values(run_dir):
     assert row["escape_ratio"] == pytest.approx(1 / 3)
     assert row["confidence_reduction"] is None
     # budget to find a failure: flipped valid cases only (10, 20); all cases (10, 20, 30, 40) separately
-    assert row["median_sut_evals"] == 15 and row["mean_sut_evals"] == 15
+    assert row["median_sut_evals_flipped"] == 15 and row["mean_sut_evals_flipped"] == 15
     assert row["median_sut_evals_all"] == 25 and row["mean_sut_evals_all"] == 25 and row["total_sut_evals"] == 100
     assert row["mean_runtime_s"] == pytest.approx(2.5)
     # MS-SSIM: recorded 0.8 and 0.9, recomputed 1.0 for the identical pair
