@@ -175,7 +175,6 @@ class PopulationSearchCase(TestCaseModule):
         self._origin_ready = False
         self._improved = True
         self._best_key: tuple[float, float] = (math.inf, math.inf)
-        self.stop_reason: str | None = None  # why the case ended, noted by the callbacks (hynea_pl.callbacks.stop)
 
     @property
     def evals_per_step(self) -> int:
@@ -247,21 +246,16 @@ class PopulationSearchCase(TestCaseModule):
         """Extra per-generation numbers for the history (e.g. GIFTbench's OOD diagnostics)."""
         return {}
 
-    def stop_diagnostics(self) -> dict[str, str]:
-        """``{"stop_reason": ...}`` once the callbacks noted why the case ended
-        (:data:`hynea_pl.callbacks.stop.STOP_REASONS`), else ``{}``."""
-        return {} if self.stop_reason is None else {"stop_reason": self.stop_reason}
-
     def record_diagnostics(self) -> dict[str, Any]:
-        """What the campaign writes into the case's record: generations run, the per-generation diagnostics of
-        the first and the last generation (none before any generation) and :meth:`stop_diagnostics`."""
+        """What the campaign writes into the case's record: generations run and the per-generation diagnostics of
+        the first and the last generation (none before any generation)."""
         history = self.result.history
         if not history:
-            return self.stop_diagnostics()
+            return {}
         skip = {"step", "found"}
         return {"generations": len(history),
                 "first": {k: v for k, v in history[0].items() if k not in skip},
-                "last": {k: v for k, v in history[-1].items() if k not in skip}, **self.stop_diagnostics()}
+                "last": {k: v for k, v in history[-1].items() if k not in skip}}
 
     # ------------------------------------------------------------------ one generation
     @staticmethod
@@ -453,4 +447,4 @@ class ProbeSearchCase(PopulationSearchCase):
         return {"loss": torch.tensor(float(self.result.behaviour_loss)), "found": self.result.found}
 
     def record_diagnostics(self) -> dict[str, Any]:
-        return {**self.info, **self.stop_diagnostics()}
+        return dict(self.info)

@@ -177,7 +177,7 @@ def test_the_sut_decides_on_the_image_as_saved(tmp_path):
 
     origin_output = sut(origin)
     model = SimpleNamespace(
-        sut_evals=1, record_diagnostics=lambda: {}, has_origin=True, sut=sut, origin_output=origin_output,
+        sut_evals=1, record_diagnostics=lambda: {}, stop_reason=None, has_origin=True, sut=sut, origin_output=origin_output,
         target=torch.tensor([1]), origin_image=origin, save_adapter=lambda directory: False,
         result=SimpleNamespace(image=undone, output=sut(undone), step=1))
     record = CaseRecord(method="m", run="r", task="multiclass", case_id="c0-0", seed=1, origin_class=0)

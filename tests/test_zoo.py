@@ -20,10 +20,10 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
         assert is_complete(tiny_zoo.entries[name]), name
     quality = json.loads((tiny_zoo.manifest_dir / "quality.json").read_text())
     names = [gate["name"] for gate in quality["gates"]]
-    oracle_gates = [f"{member}_{gate}" for member in ("oracle-0", "oracle-1", "oracle-2")
+    oracle_gates = [f"{member}_{gate}" for member in get_profile("tiny").oracles
                     for gate in ("accuracy", "generated_accuracy")]
     assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", *oracle_gates,
-                     "oracle_judges_accuracy", "oracle_judges_generated_accuracy", "build_time_s"]
+                     "judges_unanimous_accuracy", "judges_unanimous_generated_accuracy", "build_time_s"]
     for gate in quality["gates"]:
         assert isinstance(gate["value"], float)
     assert 0.0 <= quality["gates"][0]["value"] <= 1.0

@@ -27,35 +27,56 @@ def line_image() -> torch.Tensor:
 
 def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
     assert set(ORACLE_NAMES) <= set(COMPONENTS)
-    assert Zoo.oracle_names() == {"steering": ["oracle-0"], "judges": ["oracle-1", "oracle-2"]}
+    assert Zoo.oracle_names() == {"steering": ["steer-cnn"],
+                                  "judges": ["oracle-1", "oracle-2", "judge-convmixer", "judge-knn"]}
     entries = [tiny_zoo.entries[name] for name in ORACLE_NAMES]
-    assert len({entry.name for entry in entries}) == 3, "each member has its own config hash"
-    seeds = set()
+    assert len({entry.name for entry in entries}) == 5, "each member has its own config hash"
+    seeds, classes = set(), {}
     for name, entry in zip(ORACLE_NAMES, entries):
         assert is_complete(entry) and entry.name.startswith(f"{name}-")
         config = json.loads((entry / "config.json").read_text())
-        assert config["class_path"] == "hynea_pl.zoo.oracle.OracleNet"
+        classes[name] = config["class_path"]
         assert config["preprocess"] == {"size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}
         assert config["role"] == name and (entry / "model.safetensors").is_file()
         assert json.loads((entry / "build.json").read_text())["build_s"] > 0
         seeds.add(config["training"]["seed"])
+    assert classes == {"steer-cnn": "hynea_pl.zoo.classifier.DigitCNN", "oracle-1": "hynea_pl.zoo.oracle.OracleNet",
+                       "oracle-2": "hynea_pl.zoo.oracle.OracleNet",
+                       "judge-convmixer": "timm.models.convmixer.ConvMixer",
+                       "judge-knn": "hynea_pl.zoo.knn.KNNDigitClassifier"}
     sut_seed = json.loads((tiny_zoo.entries["sut"] / "config.json").read_text())["training"]["seed"]
-    assert len(seeds) == 3 and sut_seed not in seeds
+    assert len(seeds) == 5 and sut_seed not in seeds
+
+
+def test_judges_share_no_family_with_the_steering_member_or_the_sut(tiny_zoo):
+    from hynea_pl.suts import ClassifierSUT
+    from hynea_pl.suts.family import model_families
+    from hynea_pl.zoo.oracle_sut import ZooOracle
+
+    judges, steering = ZooOracle("tiny", "judges"), ZooOracle("tiny", "steering")
+    assert model_families(judges) == {"resnet", "convmixer", "knn"}
+    assert model_families(steering) == {"cnn"}
+    assert not model_families(judges) & model_families(ClassifierSUT(tiny_zoo.sut()))
+    assert ZooOracle("tiny", "judges", members=["oracle-1"]).member_names == ["oracle-1"]
+    with pytest.raises(ValueError, match="not judges members"):
+        ZooOracle("tiny", "judges", members=["steer-cnn"])
 
 
 def test_oracle_is_frozen_and_gives_logits_on_raw_images(tiny_zoo):
     images = torch.rand(5, 1, 32, 32)
     for name in ORACLE_NAMES:
         oracle = tiny_zoo.oracle(name)
-        assert isinstance(oracle, OracleClassifier) and not isinstance(oracle.network, DigitCNN)
-        assert not oracle.training and not any(p.requires_grad for p in oracle.parameters())
-        oracle.train()
-        assert not oracle.training and not oracle.network.training, "an oracle member stays in eval mode"
+        assert not any(p.requires_grad for p in oracle.parameters())
         logits = oracle(images)
         assert logits.shape == (5, 10) and torch.isfinite(logits).all()
+        assert oracle(images.expand(-1, 3, -1, -1)).shape == (5, 10), "RGB is averaged to grey"
+        if name == "judge-knn":
+            continue
+        assert isinstance(oracle, OracleClassifier) and not oracle.training
+        oracle.train()
+        assert not oracle.training and not oracle.network.training, "an oracle member stays in eval mode"
         # the normalisation is inside: the raw network on (x - 0.5) / 0.5 gives the same logits
         torch.testing.assert_close(oracle.network((images - 0.5) / 0.5), logits)
-        assert oracle(images.expand(-1, 3, -1, -1)).shape == (5, 10), "RGB is averaged to grey"
     with pytest.raises(ValueError, match="unknown zoo oracle 'oracle-9'"):
         tiny_zoo.oracle("oracle-9")
 
@@ -108,18 +129,18 @@ def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
             predicted = torch.cat([labels[: self.right], (labels[self.right :] + 1) % 10])[: len(x)]
             return torch.nn.functional.one_hot(predicted, 10).float() * self.confidence
 
-    oracles = {"oracle-0": Fixed(20), "oracle-1": Fixed(19, 5.0), "oracle-2": Fixed(10, 2.0)}
+    oracles = {"steer-cnn": Fixed(20), "oracle-1": Fixed(19, 5.0), "oracle-2": Fixed(10, 2.0)}
     gates = {g.name: g for g in measure_oracle_gates(get_profile("full").gates, oracles, ["oracle-1", "oracle-2"],
                                                      (images, labels), data)}
-    assert gates["oracle-0_accuracy"].value == 1.0 and gates["oracle-0_accuracy"].passed
+    assert gates["steer-cnn_accuracy"].value == 1.0 and gates["steer-cnn_accuracy"].passed
     assert gates["oracle-1_accuracy"].value == 0.95 and not gates["oracle-1_accuracy"].passed
     assert gates["oracle-1_accuracy"].fatal and gates["oracle-1_accuracy"].threshold == 0.98
     assert gates["oracle-2_generated_accuracy"].threshold is None and gates["oracle-2_generated_accuracy"].passed
-    # judges' mean softmax: oracle-1 (right on the first 19) is the more confident where they disagree
-    ensemble = gates["oracle_judges_accuracy"]
-    assert ensemble.threshold is None and ensemble.value == 19 / 20
-    assert gates["oracle_judges_generated_accuracy"].value == 19 / 20
-    assert "oracle-0" not in ["oracle-1", "oracle-2"] and gates["oracle-0_generated_accuracy"].value == 1.0
+    # unanimity: both judges right only on the first 10 (however confident oracle-1 is)
+    unanimous = gates["judges_unanimous_accuracy"]
+    assert unanimous.threshold is None and unanimous.value == 10 / 20
+    assert gates["judges_unanimous_generated_accuracy"].value == 10 / 20
+    assert gates["steer-cnn_generated_accuracy"].value == 1.0
 
 
 def test_dilation_thickens_and_erosion_thins_a_line():
@@ -192,12 +213,11 @@ def test_each_member_has_its_own_cache_key():
 
     tiny = get_profile("tiny")
     entries, manifest = entry_paths(tiny)
-    reseeded = replace(tiny, oracles=(tiny.oracles[0], replace(tiny.oracles[1], seed=99), tiny.oracles[2]))
+    reseeded = replace(tiny, oracles={**tiny.oracles, "oracle-1": replace(tiny.oracles["oracle-1"], seed=99)})
     changed, changed_manifest = entry_paths(reseeded)
     assert changed["oracle-1"] != entries["oracle-1"] and changed_manifest != manifest
     assert all(changed[n] == entries[n] for n in COMPONENTS if n != "oracle-1")
     full = get_profile("full")
-    assert full.oracles[0].widths != full.oracles[1].widths, "the steering member is another width variant"
-    assert len({cfg.seed for cfg in full.oracles} | {full.sut.seed}) == 4
-    with pytest.raises(ValueError, match="has 2 oracle configs, expected 3"):
-        entry_paths(replace(tiny, oracles=tiny.oracles[:2]))
+    assert len({cfg.seed for cfg in full.oracles.values()} | {full.sut.seed}) == 6
+    with pytest.raises(ValueError, match="expected steer-cnn, oracle-1"):
+        entry_paths(replace(tiny, oracles={"oracle-1": tiny.oracles["oracle-1"]}))

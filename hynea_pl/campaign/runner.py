@@ -93,6 +93,8 @@ def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, o
     as saved, the ``oracle`` (when configured) and the ``realism`` test the validity verdict."""
     record.sut_evals = int(model.sut_evals)
     record.diagnostics = model.record_diagnostics()
+    if model.stop_reason is not None:  # noted by the callbacks (hynea_pl.callbacks.stop), the same for every method
+        record.diagnostics["stop_reason"] = model.stop_reason
     if not model.has_origin:  # the case failed before its origin existed
         return
     sut, origin_output, target = model.sut, model.origin_output, model.target

@@ -56,6 +56,7 @@ class TestCaseModule(L.LightningModule):
         super().__init__()
         self.sut_evals = 0
         self.result = CaseResult()
+        self.stop_reason: str | None = None  # why the case ended, noted by the callbacks (hynea_pl.callbacks.stop)
         self._given_origin: torch.Tensor | None = None
 
     # --- what the campaign asks of every method ------------------------------------------------------------

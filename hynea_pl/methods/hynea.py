@@ -9,6 +9,7 @@ from torch.utils.data import DataLoader
 
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.hypernets import ControlProjector
+from hynea_pl.images import as_saved
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
@@ -49,6 +50,8 @@ class HyNeACase(TestCaseModule):
             origin's).
         reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
             decision (the SUT and the reference disagree); the first such image is the result.
+        reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
+            (multiclass: the origin class's probability; 0: its argmax is enough).
         save_adapters: keep the HyperNet and projector weights that produced the result, so the campaign saves
             them beside a flipped case's record (``python -m hynea_pl replay`` regenerates the image from them).
             Costs one copy of the trainable weights whenever the kept result changes.
@@ -77,6 +80,7 @@ class HyNeACase(TestCaseModule):
         reference_weight: float = 0.0,
         stop_on: str = "target",
         reference_stop: bool = True,
+        reference_margin: float = 0.0,
         save_adapters: bool = False,
     ) -> None:
         super().__init__()
@@ -135,6 +139,8 @@ class HyNeACase(TestCaseModule):
     def training_step(self, batch: int, batch_idx: int) -> dict:
         hp = self.hparams
         images = self.generate()
+        # the SUT reads the image as it will be saved (8-bit); gradients pass straight through the rounding
+        images = images + (as_saved(images) - images).detach()
         output = self.sut(images)
         self.sut_evals += images.shape[0]
         distance = frobenius_distance(self.origin_image, images)
@@ -155,8 +161,8 @@ class HyNeACase(TestCaseModule):
                 keep = self.reference.keep_loss(reference_output, self.reference_origin_output)
                 loss = loss + hp.reference_weight * keep
                 logged["keep"] = keep
-            kept = not bool(self.reference.is_flipped(reference_output.detach(), self.reference_origin_output,
-                                                      self.target).any())
+            kept = bool(self.reference.keeps(reference_output.detach(), self.reference_origin_output, self.target,
+                                             hp.reference_margin).all())
             found = found and (kept or not hp.reference_stop)
             logged["reference_kept"] = float(kept)
         if not torch.isfinite(loss):

@@ -216,26 +216,38 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
 def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
     """The oracle's verdicts over all cases (flips are not failures: only ``valid_failure`` reveals a fault).
 
-    ``valid_failure_rate`` = cases the SUT flipped while the oracle keeps the origin's class / all cases (errors
-    included); ``semantic_change_rate`` and ``ambiguous_rate`` likewise; ``sut_evals_per_valid_failure`` and
-    ``runtime_s_per_valid_failure`` = what the whole run spent / valid failures found. All ``None`` when no case
-    was judged (the run had no ``oracle``)."""
+    ``valid_failure_rate`` = cases the SUT flipped while the judges unanimously keep the origin's class and the
+    result passes the realism test / all cases (errors included); ``degraded_rate`` (the judges keep the class, the
+    result fails the realism test), ``semantic_change_rate`` and ``ambiguous_rate`` likewise;
+    ``sut_evals_per_valid_failure`` and ``runtime_s_per_valid_failure`` = what the whole run spent (all cases) /
+    valid failures found. ``realism_pass_origins`` / ``realism_pass_results``: the fraction of origins / results
+    that pass the realism test, over the cases it read. All ``None`` when no case was judged (no ``oracle``)."""
     judged = [r for r in cases if r.verdict is not None]
-    keys = ("n_judged", "valid_failure_rate", "semantic_change_rate", "ambiguous_rate", "n_valid_failures",
-            "sut_evals_per_valid_failure", "runtime_s_per_valid_failure", "median_ms_ssim_valid_failures")
+    keys = ("n_judged", "valid_failure_rate", "degraded_rate", "semantic_change_rate", "ambiguous_rate",
+            "n_valid_failures", "sut_evals_per_valid_failure", "runtime_s_per_valid_failure",
+            "median_ms_ssim_valid_failures", "realism_pass_origins", "realism_pass_results")
     if not judged:
         return dict.fromkeys(keys)
     n = len(cases)
     valid = [r for r in judged if r.verdict == "valid_failure"]
-    count = {v: sum(r.verdict == v for r in judged) for v in ("valid_failure", "semantic_change", "ambiguous")}
+    count = {v: sum(r.verdict == v for r in judged) for v in ("valid_failure", "degraded", "semantic_change",
+                                                               "ambiguous")}
+
+    def pass_rate(values: list[bool | None]) -> float | None:
+        read = [v for v in values if v is not None]
+        return sum(read) / len(read) if read else None
+
     return {
         "n_judged": len(judged),
         "valid_failure_rate": count["valid_failure"] / n,
+        "degraded_rate": count["degraded"] / n,
         "semantic_change_rate": count["semantic_change"] / n,
         "ambiguous_rate": count["ambiguous"] / n,
         "n_valid_failures": len(valid),
         "sut_evals_per_valid_failure": sum(r.sut_evals for r in cases) / len(valid) if valid else None,
         "runtime_s_per_valid_failure": sum(r.runtime_s for r in cases) / len(valid) if valid else None,
+        "realism_pass_origins": pass_rate([r.origin_realistic for r in cases]),
+        "realism_pass_results": pass_rate([r.realistic for r in cases]),
         "median_ms_ssim_valid_failures": summarize(_finite([r.ms_ssim for r in valid]))["median"],
     }
 

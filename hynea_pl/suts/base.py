@@ -122,6 +122,12 @@ class SUT(nn.Module):
         """``(B,)`` bool: the origin is a test case of ``condition`` (paper 4.5)."""
         raise NotImplementedError
 
+    def keeps(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor,
+              margin: float = 0.0) -> torch.Tensor:
+        """``(B,)`` bool: ``output`` keeps the origin's decision (a reference model's stop condition); ``margin``:
+        how sure it must be, where the task defines a confidence (multiclass: the origin class's probability)."""
+        return ~self.is_flipped(output, origin_output, target)
+
     def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
         """Scalar loss that is low while ``output`` keeps the origin's decisions (a reference model's
         preservation term: fail the SUT while the reference keeps the label)."""

@@ -40,6 +40,13 @@ class ClassifierSUT(SUT):
         """``(B,)`` bool: the predicted class is the target class."""
         return output.argmax(-1) == target.to(output.device)
 
+    def keeps(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor,
+              margin: float = 0.0) -> torch.Tensor:
+        """``(B,)`` bool: still the origin's class, with probability at least ``margin``."""
+        kept = origin_output.to(output.device).argmax(-1)
+        probability = output.float().softmax(-1).gather(1, kept[:, None])[:, 0]
+        return (output.argmax(-1) == kept) & (probability >= margin)
+
     def keep_loss(self, output: torch.Tensor, origin_output: torch.Tensor) -> torch.Tensor:
         """Cross entropy of ``output (B, K)`` to the origin's predicted class."""
         return F.cross_entropy(output, origin_output.to(output.device).argmax(-1))

@@ -93,7 +93,7 @@ class KNNOracleConfig:
     elastic_copies: int = 4
     elastic_alpha: float = 1.5
     elastic_grid: int = 4
-    seed: int = 14
+    seed: int = 15
 
 
 @dataclass(frozen=True)

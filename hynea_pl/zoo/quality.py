@@ -79,7 +79,8 @@ def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
 def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
                          samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit) -> list[Gate]:
     """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``) and on the generated
-    ``samples`` against their class (recorded), then the judges' ensemble (mean softmax) on both (recorded)."""
+    ``samples`` against their class (recorded), then the judges' unanimous accuracy on both (recorded: the
+    fraction of digits every judge reads as their class, as a verdict needs them)."""
     images, labels = samples
     result, held_out, generated = [], {}, {}
     for name, oracle in oracles.items():
@@ -87,8 +88,8 @@ def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judge
         result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), gates.oracle_accuracy))
         result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated[name], labels), None))
     for suffix, probs, truth in (("", held_out, data.test_labels), ("_generated", generated, labels)):
-        ensemble = torch.stack([probs[name] for name in judges]).mean(0)
-        result.append(Gate(f"oracle_judges{suffix}_accuracy", _hit_rate(ensemble, truth), None))
+        unanimous = torch.stack([probs[name].argmax(-1) == truth for name in judges]).all(0)
+        result.append(Gate(f"judges_unanimous{suffix}_accuracy", unanimous.double().mean().item(), None))
     return result
 
 

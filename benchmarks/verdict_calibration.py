@@ -1,0 +1,68 @@
+"""The verdict's calibration on the MNIST zoo: each judge's accuracy on held-out real digits, the judges' unanimous
+accuracy, and the realism test's pass rate on held-out real digits (each left out of the reference), on the zoo's
+training digits (real digits outside the reference), on generated digits (the origins' distribution) and on the
+results of finished runs.
+
+    .venv/bin/python benchmarks/verdict_calibration.py [--profile full] [--per-class 20] [RUN_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from hynea_pl.images import load_image
+from hynea_pl.schema import read_records
+from hynea_pl.zoo import load_zoo
+from hynea_pl.zoo.data import load_digits
+from hynea_pl.zoo.oracle_sut import ZooOracle
+from hynea_pl.zoo.quality import generate_digits
+from hynea_pl.zoo.realism import ZooTypicality
+
+
+def run_results(run: Path) -> torch.Tensor:
+    """The result images of a run folder's cases ``(N, 1, 32, 32)``."""
+    images = [load_image(run / r.result_image)[:1] for r in read_records(run / "records.jsonl") if r.result_image]
+    return torch.stack(images)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="full")
+    parser.add_argument("--per-class", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=4321, help="seed of the generated digits")
+    parser.add_argument("runs", nargs="*", type=Path)
+    options = parser.parse_args()
+    zoo = load_zoo(options.profile)
+    data = zoo.profile.data
+    digits = load_digits(data.n_test, data.split_seed, data.n_train)
+    judges = ZooOracle(options.profile, "judges")
+    generated, classes = generate_digits(zoo.generator(), options.per_class, options.seed)
+
+    table = Table(title=f"verdict calibration, zoo profile {options.profile}")
+    for column in ("check", "held-out real digits", f"generated digits ({len(classes)})"):
+        table.add_column(column, justify="left" if column == "check" else "right")
+    with torch.no_grad():
+        readings = {}
+        for name, member in zip(judges.member_names, judges.model.members):
+            readings[name] = (member(digits.test_images).argmax(1) == digits.test_labels,
+                              member(generated).argmax(1) == classes)
+            table.add_row(f"judge {name}: accuracy", *(f"{r.double().mean():.3f}" for r in readings[name]))
+        unanimous = [torch.stack([readings[n][i] for n in readings]).all(0).double().mean() for i in (0, 1)]
+        table.add_row("judges unanimous on the class", *(f"{u:.3f}" for u in unanimous))
+    realism = ZooTypicality(options.profile)
+    table.add_row("realism pass (held-out: leave-one-out)", f"{realism.held_out_pass_rate:.3f}",
+                  f"{realism.pass_rate(generated):.3f}")
+    table.add_row("realism pass (training digits, not in the reference)", f"{realism.real_check_pass_rate:.3f}", "")
+    Console(width=160).print(table)
+    for run in options.runs:
+        results = run_results(run)
+        print(f"{run}: realism pass rate of {len(results)} results {realism.pass_rate(results):.3f}")
+
+
+if __name__ == "__main__":
+    main()
