@@ -43,6 +43,13 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
                       [*lr("1e-4", "1e-3", 100), "--model.init_args.reference_weight", "3"]),
     "steer-mid-m90": ("steer-mid, margin 0.9",
                       [*lr("2e-4", "2e-3", 70), "--model.init_args.reference_margin", "0.9"]),
+    "steer-fast-prior1": ("steer-fast + the denoiser prior, weight 1",
+                          [*lr("3e-4", "3e-3", 50), "--model.init_args.prior_weight", "1"]),
+    "steer-fast-prior3": ("steer-fast + the denoiser prior, weight 3",
+                          [*lr("3e-4", "3e-3", 50), "--model.init_args.prior_weight", "3"]),
+    "steer-mid-prior3-m90": ("steer-mid + prior 3 + margin 0.9",
+                             [*lr("2e-4", "2e-3", 70), "--model.init_args.prior_weight", "3",
+                              "--model.init_args.reference_margin", "0.9"]),
     "default": ("configs/mnist.yaml as shipped", []),
 }
 

@@ -174,7 +174,8 @@ def _replay(args: list[str]) -> int:
     record = result.record
     print(f"{record.case_id}: regenerated from {record.adapter}; max pixel difference to {record.result_image}: "
           f"{result.max_abs_diff * 255:.0f}/255 (tolerance {PIXEL_TOLERANCE * 255:.0f}/255); SUT label "
-          f"{result.result_label} (recorded {record.result_label}): {'match' if result.matches else 'MISMATCH'}")
+          f"{result.result_label}, on the stored PNG {result.stored_label} (recorded {record.result_label}): "
+          f"{'match' if result.matches else 'MISMATCH'}")
     return 0 if result.matches else 1
 
 

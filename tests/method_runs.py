@@ -31,7 +31,7 @@ def tiny_fit_args(method: str, root: Path, budget: int, max_steps: int = 100,
         "--sut.init_args.weights", "zoo://tiny/sut",
         "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32",
-        "--oracle.init_args.profile", "tiny",
+        "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
         "--cases.classes", json.dumps(list(classes)), "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
         "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(budget),

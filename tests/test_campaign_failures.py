@@ -21,7 +21,7 @@ def tiny(config: str, root: Path, name: str, *extra: str) -> list[str]:
     return ["fit", "--config", config,
             "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2",
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
-            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
+            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
             "--cases.classes", "[1]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
             "--trainer.max_steps", "3", "--budget.max_evals", "100",
             "--output.root", str(root), "--output.name", name, *extra]

@@ -164,7 +164,7 @@ def fit_args(root: Path, *extra: str) -> list[str]:
     return ["fit", "--config", "configs/mnist_cfg_firstflip.yaml",
             "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2",
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
-            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
+            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
             "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
             "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
             "--output.root", str(root), *extra]

@@ -99,7 +99,7 @@ def test_stops_at_the_first_flip_and_records_its_diagnostics():
 def _yaml_args(tmp_path, config: str, name: str, *generator: str) -> list[str]:
     return ["fit", "--config", config, "--generator.init_args.pretrained", "null", *generator,
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
-            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
+            "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
             "--cases.classes", "[1, 7]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
             "--output.root", str(tmp_path), "--output.name", name]
 

@@ -32,7 +32,8 @@ def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tm
     capsys.readouterr()
     assert main(["replay", str(run), record.case_id]) == 0
     out = capsys.readouterr().out
-    assert f"SUT label {record.result_label} (recorded {record.result_label}): match" in out
+    label = record.result_label
+    assert f"SUT label {label}, on the stored PNG {label} (recorded {label}): match" in out
 
 
 def test_replay_names_a_case_without_adapter(tiny_zoo, tmp_path, capsys):

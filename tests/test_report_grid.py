@@ -89,6 +89,9 @@ def test_captions_name_case_labels_and_verdict():
     assert caption(judged.model_copy(update={"verdict": "semantic_change"}))[2][0] == "semantic change"
     assert caption(judged.model_copy(update={"verdict": None}))[2][0] == "not judged"
     assert caption(judged.model_copy(update={"error": "oom"}))[2][0] == "error"
+    split = judged.model_copy(update={"verdict": "ambiguous", "judge_labels": {"a": 3, "b": 5}})
+    assert [text for text, _ in caption(split)] == ["c3-0", "class 3 -> SUT label 5", "judges 3 5", "ambiguous"]
+    assert caption(judged.model_copy(update={"verdict": "degraded"}))[2][0] == "degraded"
 
 
 def test_error_cases_get_a_column_without_images(tmp_path):

@@ -11,7 +11,7 @@ from torchvision.utils import save_image
 
 from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.records import CONFIG_FILE
-from hynea_pl.images import load_image
+from hynea_pl.images import as_saved, load_image
 from hynea_pl.schema import CaseRecord, read_records
 
 #: A replayed image matches when no pixel differs by more than one 8-bit level from the stored PNG.
@@ -25,11 +25,14 @@ class ReplayResult:
     record: CaseRecord
     image: torch.Tensor  # (1, C, H, W) in [0, 1]
     max_abs_diff: float  # against the stored PNG, in [0, 1] (after the same 8-bit quantisation)
-    result_label: int  # the SUT's decision on the regenerated image
+    result_label: int  # the SUT's decision on the regenerated image, as it would be saved (8-bit)
+    stored_label: int  # the SUT's decision on the stored PNG: the failure as saved
 
     @property
     def matches(self) -> bool:
-        return self.max_abs_diff <= PIXEL_TOLERANCE + 1e-9 and self.result_label == self.record.result_label
+        """The regenerated image is the stored one and the SUT decides on both as the record says."""
+        return (self.max_abs_diff <= PIXEL_TOLERANCE + 1e-9
+                and self.result_label == self.record.result_label == self.stored_label)
 
 
 def find_record(run_dir: Path, case_id: str) -> CaseRecord:
@@ -65,5 +68,11 @@ def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
         save_image(image[0].cpu(), Path(tmp) / "replay.png")
         replayed = load_image(Path(tmp) / "replay.png")
     stored = load_image(run_dir / record.result_image)
-    label = int(model.sut.prediction(model.sut(image))[0])
-    return ReplayResult(record, image, float((replayed - stored).abs().max()), label)
+    device = image.device
+
+    def decision(images: torch.Tensor) -> int:
+        return int(model.sut.prediction(model.sut(images.to(device)))[0])
+
+    stored_image = stored[: image.shape[1]][None] if stored.shape[0] != image.shape[1] else stored[None]
+    return ReplayResult(record, image, float((replayed - stored).abs().max()), decision(as_saved(image)),
+                        decision(stored_image))

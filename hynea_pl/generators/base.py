@@ -212,6 +212,19 @@ class DiffusionGenerator(nn.Module):
                 latents = self.scheduler.step(output.to(latents.dtype), t, latents, **step_kwargs).prev_sample
         return latents
 
+    def denoising_loss(self, latents: Tensor, condition: Any, t: Tensor, noise: Tensor) -> Tensor:
+        """The frozen denoiser's training loss on ``latents (B, C, h, w)`` noised to timestep ``t`` with ``noise``
+        (no HyperNet, no guidance): low where the latents are likely under the model for ``condition``. A prior
+        that keeps an adapted sample on the generator's manifold; gradients reach ``latents``."""
+        cond, _ = self.encode_condition(condition, latents.shape[0])
+        noisy = self.scheduler.add_noise(latents, noise.to(latents), t)
+        output = self.model_output(self.scheduler.scale_model_input(noisy, t), t, cond, None, None)
+        kind = getattr(self.scheduler.config, "prediction_type", "epsilon")
+        target = {"epsilon": noise, "sample": latents}.get(kind)
+        if target is None:
+            target = self.scheduler.get_velocity(latents, noise.to(latents), t)
+        return (output.float() - target.float()).pow(2).mean()
+
     # ------------------------------------------------------------------ the autoencoder
     def decode(self, latents: Tensor) -> Tensor:
         """Scaled latents ``(B, C, h, w)`` -> images ``(B, C_img, H, W)`` in [0, 1]."""

@@ -52,6 +52,10 @@ class HyNeACase(TestCaseModule):
             decision (the SUT and the reference disagree); the first such image is the result.
         reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
             (multiclass: the origin class's probability; 0: its argmax is enough).
+        prior_weight: weight of a realism prior added to the loss: the frozen denoiser's own denoising loss on the
+            adapted latents (:meth:`DiffusionGenerator.denoising_loss`), at a timestep drawn per step from
+            ``prior_timesteps`` (fractions of the training schedule); 0: none (the paper).
+        prior_timesteps: the range of those timesteps.
         save_adapters: keep the HyperNet and projector weights that produced the result, so the campaign saves
             them beside a flipped case's record (``python -m hynea_pl replay`` regenerates the image from them).
             Costs one copy of the trainable weights whenever the kept result changes.
@@ -81,6 +85,8 @@ class HyNeACase(TestCaseModule):
         stop_on: str = "target",
         reference_stop: bool = True,
         reference_margin: float = 0.0,
+        prior_weight: float = 0.0,
+        prior_timesteps: tuple[float, float] = (0.2, 0.6),
         save_adapters: bool = False,
     ) -> None:
         super().__init__()
@@ -131,14 +137,30 @@ class HyNeACase(TestCaseModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ------------------------------------------------------------------ one adaptation step
+    def generate_latents(self) -> torch.Tensor:
+        """The adapted chain's latents ``(1, c, h, w)`` (differentiable)."""
+        control = self.projector(self.control)
+        return self.generator.denoise(self.noise, self.hparams.origin_class, hypernet=self.hypernet, control=control)
+
     def generate(self) -> torch.Tensor:
         """The adapted chain's image ``(1, C, H, W)`` in [0, 1] (differentiable)."""
-        control = self.projector(self.control)
-        return self.generator(self.noise, self.hparams.origin_class, hypernet=self.hypernet, control=control)
+        return self.generator.decode(self.generate_latents())
+
+    def prior_loss(self, latents: torch.Tensor) -> torch.Tensor:
+        """The realism prior on ``latents``: the frozen denoiser's loss at a timestep and noise drawn from the
+        case's seed and step (the same draws on every run of the case)."""
+        hp = self.hparams
+        draw = torch.Generator().manual_seed(hp.seed * 100_003 + self.global_step)
+        low, high = hp.prior_timesteps
+        total = self.generator.scheduler.config.num_train_timesteps
+        t = torch.randint(int(low * total), max(int(high * total), int(low * total) + 1), (1,), generator=draw)
+        noise = torch.randn(latents.shape, generator=draw)
+        return self.generator.denoising_loss(latents, hp.origin_class, t.to(latents.device)[0], noise)
 
     def training_step(self, batch: int, batch_idx: int) -> dict:
         hp = self.hparams
-        images = self.generate()
+        latents = self.generate_latents()
+        images = self.generator.decode(latents)
         # the SUT reads the image as it will be saved (8-bit); gradients pass straight through the rounding
         images = images + (as_saved(images) - images).detach()
         output = self.sut(images)
@@ -153,6 +175,10 @@ class HyNeACase(TestCaseModule):
             behaviour_term = behaviour
         loss = distance + behaviour_term
         logged = {"distance": distance, "behaviour": behaviour}
+        if hp.prior_weight:
+            prior = self.prior_loss(latents)
+            loss = loss + hp.prior_weight * prior
+            logged["prior"] = prior
         test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
         found = bool(test(output, self.origin_output, self.target).all())
         if self.reference is not None:

@@ -24,6 +24,7 @@ PLACEHOLDER: RGB = (225, 225, 225)
 #: verdict -> (caption text, colour); None: no oracle judged the case.
 VERDICT_STYLE: dict[str | None, tuple[str, RGB]] = {
     "valid_failure": ("valid failure", (0, 140, 0)),
+    "degraded": ("degraded", (180, 150, 0)),
     "semantic_change": ("semantic change", (210, 0, 0)),
     "ambiguous": ("ambiguous", (230, 120, 0)),
     "no_flip": ("no flip", (130, 130, 130)),
@@ -47,11 +48,13 @@ def upscale(image: Image.Image, min_size: int) -> Image.Image:
 
 
 def caption(record: CaseRecord) -> list[tuple[str, RGB]]:
-    """Caption lines with colours: case id, ``class c -> SUT label l``, the verdict (or ``error``)."""
+    """Caption lines with colours: case id, ``class c -> SUT label l``, each judge's reading (``judges 3 3 3 5``)
+    when recorded, the verdict (or ``error``)."""
     origin = "unconditional" if record.origin_class is None else f"class {record.origin_class}"
     label = "?" if record.result_label is None else record.result_label
     status = ERROR_STYLE if not record.ok else VERDICT_STYLE[record.verdict]
-    return [(record.case_id, BLACK), (f"{origin} -> SUT label {label}", BLACK), status]
+    judges = [("judges " + " ".join(map(str, record.judge_labels.values())), BLACK)] if record.judge_labels else []
+    return [(record.case_id, BLACK), (f"{origin} -> SUT label {label}", BLACK), *judges, status]
 
 
 def draw_boxes(tile: Image.Image, boxes: Sequence[Sequence[float]], scale: float, target: int | None) -> Image.Image:

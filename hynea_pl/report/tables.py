@@ -25,6 +25,7 @@ RQ1_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("conf. reduction ↑", "confidence_reduction", "confidence_reduction_std"),
     ("judged", "n_judged", None),
     ("valid failure ↑", "valid_failure_rate", None),
+    ("degraded", "degraded_rate", None),
     ("semantic change", "semantic_change_rate", None),
     ("ambiguous", "ambiguous_rate", None),
     ("MS-SSIM ↑ (mean ± sd)", "mean_ms_ssim", "std_ms_ssim"),
