@@ -126,3 +126,40 @@ def test_default_target_is_second_most_likely_and_explicit_target_wins():
     explicit = make_case(target=7)
     explicit.setup("fit")
     assert int(explicit.target[0]) == 7
+
+
+def test_the_denoiser_prior_enters_the_loss_and_reaches_the_hypernet():
+    case = make_case(prior_weight=1.0)
+    case.setup("fit")
+    latents = case.generate_latents()
+    prior = case.prior_loss(latents)
+    assert prior.dim() == 0 and torch.isfinite(prior) and prior > 0
+    prior.backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in case.hypernet.parameters())
+    assert all(p.grad is None for p in case.generator.parameters()), "the generator stays frozen"
+    # the same case and step draw the same timestep and noise
+    torch.testing.assert_close(case.prior_loss(latents.detach()), case.prior_loss(latents.detach()))
+    logged = {}
+    case.log_dict = lambda values, **kwargs: logged.update(values)
+    case.training_step(0, 0)
+    assert "prior" in logged
+
+
+def test_the_sut_reads_the_image_as_saved_during_the_search():
+    seen = []
+
+    class Recording(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = DigitCNN(channels=(4, 8), hidden=16)
+
+        def forward(self, images):
+            seen.append(images.detach())
+            return self.net(images)
+
+    from hynea_pl.suts import ClassifierSUT
+
+    case = make_case(sut=ClassifierSUT(Recording()))
+    make_trainer(2).fit(case)
+    for images in seen[1:]:  # after the origin: every image the search shows the SUT is an 8-bit image
+        torch.testing.assert_close(images * 255, (images * 255).round(), atol=1e-3, rtol=0)

@@ -64,7 +64,19 @@ def test_a_version_2_record_reads_as_the_current_version_without_boxes(tmp_path)
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == SCHEMA_VERSION == 3 and again.flipped and again.result_boxes is None
+    assert again.schema_version == SCHEMA_VERSION == 4 and again.flipped and again.result_boxes is None
+
+
+def test_a_version_3_record_reads_without_judge_labels_realism_or_saved_decision(tmp_path):
+    old = record(flipped=True).model_dump()
+    old["schema_version"] = 3
+    for field in ("judge_labels", "origin_realistic", "realistic", "realism_score", "flipped_before_saving"):
+        del old[field]
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (again,) = read_records(path)
+    assert again.schema_version == 4 and again.judge_labels is None and again.realistic is None
+    assert again.flipped_before_saving is None
 
 
 def test_assignment_is_validated():

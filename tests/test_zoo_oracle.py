@@ -103,7 +103,7 @@ def test_gates_of_every_member_are_in_quality_json(tiny_zoo):
     for name in ORACLE_NAMES:
         for gate in (f"{name}_accuracy", f"{name}_generated_accuracy"):
             assert 0.0 <= gates[gate]["value"] <= 1.0, gate
-    for gate in ("oracle_judges_accuracy", "oracle_judges_generated_accuracy"):
+    for gate in ("judges_unanimous_accuracy", "judges_unanimous_generated_accuracy"):
         assert 0.0 <= gates[gate]["value"] <= 1.0
     assert all(gates[g]["threshold"] is None for g in gates), "tiny records its gates, never enforces them"
     full = get_profile("full").gates
