@@ -79,6 +79,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=Path("runs/tradeoff"))
+    parser.add_argument("--markdown", action="store_true", help="print the rows as a markdown table")
+    parser.add_argument("--plot", type=Path, help="save valid-failure rate against SUT evaluations as a PNG")
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(options.jobs) as pool:
@@ -91,15 +93,43 @@ def main() -> None:
     def fmt(value, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    for name, s in summaries.items():
-        table.add_row(name, fmt(s["flip_rate"], ".2f"), fmt(s["valid_failure_rate"], ".2f"),
-                      fmt(s.get("degraded_rate"), ".2f"), fmt(s["semantic_change_rate"], ".2f"),
-                      fmt(s["ambiguous_rate"], ".2f"), fmt(s.get("realism_pass_results"), ".2f"),
-                      fmt(s["median_ms_ssim"], ".3f"), fmt(s.get("median_sut_evals_flipped"), "g"),
-                      fmt(s["sut_evals_per_valid_failure"], ".1f"), fmt(s["mean_runtime_s"], ".1f"))
+    rows = [[name, fmt(s["flip_rate"], ".2f"), fmt(s["valid_failure_rate"], ".2f"),
+             fmt(s.get("degraded_rate"), ".2f"), fmt(s["semantic_change_rate"], ".2f"),
+             fmt(s["ambiguous_rate"], ".2f"), fmt(s.get("realism_pass_results"), ".2f"),
+             fmt(s["median_ms_ssim"], ".3f"), fmt(s.get("median_sut_evals_flipped"), "g"),
+             fmt(s["sut_evals_per_valid_failure"], ".1f"), fmt(s["mean_runtime_s"], ".1f")]
+            for name, s in summaries.items()]
+    for row in rows:
+        table.add_row(*row)
     Console(width=200).print(table)
     for name in options.settings:
         print(f"{name}: {SETTINGS[name][0]}")
+    if options.markdown:
+        print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    if options.plot:
+        plot(summaries, options.plot)
+
+
+def plot(summaries: dict[str, dict], path: Path) -> None:
+    """Valid-failure rate (all cases) against mean SUT evaluations per case (all cases), one point per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5.5, 3.6), dpi=110)
+    for name, s in summaries.items():
+        x, y = s.get("mean_sut_evals_all"), s["valid_failure_rate"]
+        axes.scatter([x], [y], color="tab:green" if name == "default" or name == "steer-fast" else "tab:blue")
+        axes.annotate(name, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    axes.set_xlabel("mean SUT evaluations per case (all cases)")
+    axes.set_ylabel("valid-failure rate (all cases)")
+    axes.set_ylim(-0.05, 1.05)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
 
 
 if __name__ == "__main__":
