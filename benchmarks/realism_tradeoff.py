@@ -50,6 +50,11 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
     "steer-mid-prior3-m90": ("steer-mid + prior 3 + margin 0.9",
                              [*lr("2e-4", "2e-3", 70), "--model.init_args.prior_weight", "3",
                               "--model.init_args.reference_margin", "0.9"]),
+    "steer-fast-views": ("steer-fast, the steering model must keep the class on shifted / faded views too",
+                         [*lr("3e-4", "3e-3", 50), "--model.init_args.reference_views", "true"]),
+    "steer-fast-views-m90": ("steer-fast-views with margin 0.9",
+                             [*lr("3e-4", "3e-3", 50), "--model.init_args.reference_views", "true",
+                              "--model.init_args.reference_margin", "0.9"]),
     "default": ("configs/mnist.yaml as shipped", []),
 }
 

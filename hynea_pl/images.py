@@ -23,6 +23,15 @@ def load_image(path: Path) -> Tensor:
         return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
 
 
+def shifted_views(images: Tensor, contrast: float = 0.75) -> Tensor:
+    """Semantics-preserving variants of ``images (B, C, H, W)``: the images, their one-pixel shifts up, down, left
+    and right (zero fill) and a ``contrast``-scaled copy, stacked view-major ``(6 B, C, H, W)`` (differentiable)."""
+    pad = torch.nn.functional.pad(images, (1, 1, 1, 1))
+    h, w = images.shape[-2:]
+    shifts = [pad[..., 1 + dy: 1 + dy + h, 1 + dx: 1 + dx + w] for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1))]
+    return torch.cat([images, *shifts, images * contrast])
+
+
 def as_saved(images: Tensor) -> Tensor:
     """``images`` in [0, 1] as an 8-bit PNG holds them (the rounding of torchvision's ``save_image``, which writes a
     run's PNGs): the same shape, every value a multiple of 1/255. A failure is judged on this image."""

@@ -177,13 +177,14 @@ def test_the_sut_decides_on_the_image_as_saved(tmp_path):
 
     origin_output = sut(origin)
     model = SimpleNamespace(
-        sut_evals=1, record_diagnostics=lambda: {}, stop_reason=None, has_origin=True, sut=sut, origin_output=origin_output,
+        sut_evals=1, record_diagnostics=lambda: {}, stop_reason="flipped", has_origin=True, sut=sut, origin_output=origin_output,
         target=torch.tensor([1]), origin_image=origin, save_adapter=lambda directory: False,
         result=SimpleNamespace(image=undone, output=sut(undone), step=1))
     record = CaseRecord(method="m", run="r", task="multiclass", case_id="c0-0", seed=1, origin_class=0)
     folder = RunFolder(tmp_path, "run")
     fill_outcome(record, model, folder)
     assert record.flipped_before_saving is True and record.flipped is False and record.result_label == 0
+    assert record.diagnostics == {"stop_reason": "flipped"}, "the runner records why every method's case ended"
     png = load_image(folder.path / record.result_image)
     torch.testing.assert_close(png[:1], as_saved(undone)[0])
     assert bool(sut(png[None, :1]).argmax(1)[0] == 1) is record.flipped, "the record says what the PNG does"

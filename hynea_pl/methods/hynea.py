@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.hypernets import ControlProjector
-from hynea_pl.images import as_saved
+from hynea_pl.images import as_saved, shifted_views
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
@@ -52,6 +52,9 @@ class HyNeACase(TestCaseModule):
             decision (the SUT and the reference disagree); the first such image is the result.
         reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
             (multiclass: the origin class's probability; 0: its argmax is enough).
+        reference_views: the reference judges (loss and stop rule) the image and its one-pixel shifts and a
+            lower-contrast copy (:func:`hynea_pl.images.shifted_views`), and keeps the origin's decision only when it
+            does on all of them: a result that stays the origin's class under small changes, not on an edge.
         prior_weight: weight of a realism prior added to the loss: the frozen denoiser's own denoising loss on the
             adapted latents (:meth:`DiffusionGenerator.denoising_loss`), at a timestep drawn per step from
             ``prior_timesteps`` (fractions of the training schedule); 0: none (the paper).
@@ -85,6 +88,7 @@ class HyNeACase(TestCaseModule):
         stop_on: str = "target",
         reference_stop: bool = True,
         reference_margin: float = 0.0,
+        reference_views: bool = False,
         prior_weight: float = 0.0,
         prior_timesteps: tuple[float, float] = (0.2, 0.6),
         save_adapters: bool = False,
@@ -182,13 +186,15 @@ class HyNeACase(TestCaseModule):
         test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
         found = bool(test(output, self.origin_output, self.target).all())
         if self.reference is not None:
-            reference_output = self.reference(images)
+            views = shifted_views(images) if hp.reference_views else images
+            reference_output = self.reference(views)
+            origin_output = self.reference_origin_output.expand(len(views), *self.reference_origin_output.shape[1:])
             if hp.reference_weight:
-                keep = self.reference.keep_loss(reference_output, self.reference_origin_output)
+                keep = self.reference.keep_loss(reference_output, origin_output)
                 loss = loss + hp.reference_weight * keep
                 logged["keep"] = keep
-            kept = bool(self.reference.keeps(reference_output.detach(), self.reference_origin_output, self.target,
-                                             hp.reference_margin).all())
+            kept = bool(self.reference.keeps(reference_output.detach(), origin_output,
+                                             self.target.expand(len(views)), hp.reference_margin).all())
             found = found and (kept or not hp.reference_stop)
             logged["reference_kept"] = float(kept)
         if not torch.isfinite(loss):
