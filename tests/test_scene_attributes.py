@@ -188,4 +188,4 @@ def test_scene_configs_share_one_oracle_of_two_unanimous_judges():
                                                          "hynea_pl.suts.DigitWindowReader"]
     reader = judges[1]["init_args"]["reader"]
     assert reader == {"class_path": "hynea_pl.zoo.oracle_sut.ZooOracle",
-                      "init_args": {"profile": "full", "role": "judges"}}
+                      "init_args": {"profile": "full", "role": "judges", "members": ["oracle-1", "oracle-2"]}}
