@@ -188,3 +188,13 @@ def test_the_sut_decides_on_the_image_as_saved(tmp_path):
     png = load_image(folder.path / record.result_image)
     torch.testing.assert_close(png[:1], as_saved(undone)[0])
     assert bool(sut(png[None, :1]).argmax(1)[0] == 1) is record.flipped, "the record says what the PNG does"
+
+
+def test_the_case_line_prints_every_judges_reading():
+    from hynea_pl.campaign.runner import describe
+
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c9-2", seed=2, origin_class=9, flipped=True,
+                        result_label=7, verdict="ambiguous", oracle_result_label=9,
+                        judge_labels={"a": 9, "b": 9, "c": 7, "d": 9})
+    assert "ambiguous[/] (judges read 9 9 7 9)" in describe(1, 1, record)
+    assert "(judges read 9)" in describe(1, 1, record.model_copy(update={"judge_labels": None}))

@@ -182,7 +182,9 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
     judged = {"valid_failure": "[green]valid failure[/]", "degraded": "[yellow]degraded[/]",
               "semantic_change": "[red]semantic change[/]", "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
     if judged:
-        outcome += f" -> {judged} (oracle reads {record.oracle_result_label})"
+        readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
+                    else str(record.oracle_result_label))
+        outcome += f" -> {judged} (judges read {readings})"
     ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"
     return f"{head}: {outcome}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
 
