@@ -178,8 +178,8 @@ def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
 def resolve_zoo_uri(uri: str) -> Path:
     """``zoo://<profile>/<component>`` -> a local path (building the zoo if needed).
 
-    Components: ``sut`` / ``embedder`` / ``oracle-0`` / ``oracle-1`` / ``oracle-2`` (state-dict files), ``ldm``
-    (generator folder), ``autoencoder`` (folder); an extra (e.g. ``stylegan``, :mod:`hynea_pl.zoo.extras`) is built
+    Components: ``sut`` / ``embedder`` / the oracle members (``steer-cnn``, ``oracle-1``, ...; state-dict files),
+    ``ldm`` (generator folder), ``autoencoder`` (folder); an extra (e.g. ``stylegan``, :mod:`hynea_pl.zoo.extras`) is built
     on first use and resolves to its entry.
     """
     from hynea_pl.zoo.extras import extra_names, resolve_extra
