@@ -57,7 +57,7 @@ def main() -> None:
     realism = ZooTypicality(options.profile)
     table.add_row("realism pass (held-out: leave-one-out)", f"{realism.held_out_pass_rate:.3f}",
                   f"{realism.pass_rate(generated):.3f}")
-    table.add_row("realism pass (training digits, not in the reference)", f"{realism.real_check_pass_rate:.3f}", "")
+    table.add_row("realism pass (training digits, not in the reference)", f"{realism.real_check_pass_rate():.3f}", "")
     Console(width=160).print(table)
     for run in options.runs:
         results = run_results(run)
