@@ -1,0 +1,108 @@
+"""Tiny-zoo campaigns of every MNIST method with fixed seeds, and the comparison of their records with the
+golden records in ``tests/golden/`` (written by the code before a refactor: a refactor must not change a record).
+
+Regenerate the golden records (only when a change of behaviour is intended) with::
+
+    python tests/records_regression.py --write tests/golden
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+#: method -> (config, extra arguments); every run uses the tiny zoo, classes 1 and 7, one case each
+METHODS: dict[str, tuple[str, ...]] = {
+    "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny",
+              "--trainer.max_steps", "3"),
+    "hynea-paper": ("configs/mnist.yaml", "--model.init_args.reference", "null", "--trainer.max_steps", "3"),
+    "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
+    "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
+    "sinvad": ("configs/mnist_sinvad.yaml",),
+    "cfg-first-flip": ("configs/mnist_cfg_firstflip.yaml",),
+    "mimicry": ("configs/mnist_mimicry.yaml", "--model.init_args.population_size", "8",
+                "--model.init_args.generations", "2"),
+    "truncation-first-flip-fixed": ("configs/mnist_truncation.yaml",),
+    "truncation-first-flip-adaptive": ("configs/mnist_truncation_adaptive.yaml",),
+    "truncation-style-mix": ("configs/mnist_truncation_stylemix.yaml",),
+}
+GAN_CONFIGS = ("mnist_mimicry", "mnist_truncation")
+#: fields that measure the machine, not the method
+VOLATILE = {"runtime_s"}
+
+
+def fit_args(method: str, root: Path) -> list[str]:
+    config, *extra = METHODS[method]
+    generator = "zoo://tiny/stylegan" if any(name in config for name in GAN_CONFIGS) else "zoo://tiny/ldm"
+    args = ["fit", "--config", config, "--generator.init_args.pretrained", generator]
+    if generator.endswith("ldm"):
+        args += ["--generator.init_args.num_inference_steps", "2"]
+    return [*args,
+            "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
+            "--sut.init_args.model.init_args.hidden", "32",
+            "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
+            "--cases.classes", "[1, 7]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
+            "--budget.max_evals", "60", "--output.root", str(root), "--output.name", f"mnist_{method}",
+            *extra]
+
+
+def run_method(method: str, root: Path) -> list[dict]:
+    """Fit one method's tiny campaign into ``root`` and return its records, volatile fields removed."""
+    from hynea_pl.cli import main
+
+    assert main(fit_args(method, root)) == 0, f"{method}: fit failed"
+    lines = (root / f"mnist_{method}" / "records.jsonl").read_text().splitlines()
+    return [stable(json.loads(line)) for line in lines]
+
+
+def stable(record: dict) -> dict:
+    """A record without the fields that measure the machine (wall times, also inside ``diagnostics``)."""
+    out = {k: v for k, v in record.items() if k not in VOLATILE}
+    out["diagnostics"] = {k: v for k, v in record.get("diagnostics", {}).items()
+                          if not (k.endswith("_s") or k.endswith("seconds"))}
+    return out
+
+
+def differences(expected: object, actual: object, path: str = "", rel: float = 1e-3,
+                abs_: float = 1e-4) -> Iterator[str]:
+    """Each place where ``actual`` differs from ``expected``: floats within ``rel`` / ``abs_``, all else exact."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in sorted(set(expected) | set(actual)):
+            if key not in expected or key not in actual:
+                yield f"{path}.{key}: only in {'expected' if key in expected else 'actual'}"
+            else:
+                yield from differences(expected[key], actual[key], f"{path}.{key}", rel, abs_)
+    elif isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            yield f"{path}: length {len(expected)} != {len(actual)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            yield from differences(e, a, f"{path}[{i}]", rel, abs_)
+    elif isinstance(expected, float) or isinstance(actual, float):
+        if not (isinstance(expected, (int, float)) and isinstance(actual, (int, float))
+                and math.isclose(expected, actual, rel_tol=rel, abs_tol=abs_)):
+            yield f"{path}: {expected!r} != {actual!r}"
+    elif expected != actual:
+        yield f"{path}: {expected!r} != {actual!r}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", type=Path, required=True, help="folder for <method>.jsonl golden records")
+    parser.add_argument("--root", type=Path, default=Path("runs/golden"), help="run folders")
+    parser.add_argument("--methods", nargs="*", default=list(METHODS))
+    args = parser.parse_args(argv)
+    args.write.mkdir(parents=True, exist_ok=True)
+    for method in args.methods:
+        records = run_method(method, args.root)
+        (args.write / f"{method}.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+        print(f"{method}: {len(records)} records")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
