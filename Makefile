@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast zoo clean-runs
+.PHONY: install demo test test-fast zoo docs clean-runs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ test-fast: install
 
 zoo: install
 	$(BIN)/python -m hynea_pl zoo build --profile full
+
+docs: install
+	$(BIN)/mkdocs build --strict
 
 clean-runs:
 	rm -rf runs
