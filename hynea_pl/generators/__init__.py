@@ -13,12 +13,12 @@ Naming rule. Every generator comes as two classes:
   (``CompVis/ldm-celebahq-256``), ``DiTGenerator`` (``facebook/DiT-XL-2-256``), ``StableDiffusionGenerator``
   (Stable Diffusion 1.x).
 
-Every class accepts the memory / speed levers of :class:`DiffusionGenerator` (``gradient_checkpointing``,
-``grad_steps``, ``autocast_dtype``, ``channels_last``); ``make_hypernet()`` / ``load_hypernet(directory)`` give
-the HyperNet that fits the family.
+Every diffusion class accepts the memory / speed levers, one :class:`MemoryOptions` given as keywords
+(``gradient_checkpointing``, ``grad_steps``, ``autocast_dtype``, ``channels_last``); ``make_hypernet()`` /
+``load_hypernet(directory)`` give the HyperNet that fits the family.
 """
 
-from hynea_pl.generators.base import DiffusionGenerator
+from hynea_pl.generators.base import DiffusionGenerator, MemoryOptions
 from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.generators.dit import DiTGenerator, TransformerGenerator
@@ -32,6 +32,7 @@ __all__ = [
     "DiTGenerator",
     "DiffusionGenerator",
     "LatentDiffusionGenerator",
+    "MemoryOptions",
     "StableDiffusionGenerator",
     "TextConditionalGenerator",
     "TransformerGenerator",

@@ -6,12 +6,16 @@ the autoencoder's decode/encode and the seeded initial noise. A family (class-co
 UNet, unconditional UNet + VQ, DiT) only says how a condition becomes model inputs (:meth:`encode_condition`), how
 one model call runs with the HyperNet's residuals (:meth:`model_output`) and which HyperNet fits it
 (:meth:`make_hypernet` for a fresh one, :meth:`load_hypernet` for one saved with ``save_pretrained``).
+
+The memory / speed levers are one :class:`MemoryOptions`, declared here once: every diffusion generator's constructor
+takes its fields as keyword arguments (``**memory``), so YAML keeps them as flat keys under ``generator.init_args``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,40 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """The memory / speed levers of a diffusion generator's differentiable chain.
+
+    Every diffusion generator's constructor takes these fields as keyword arguments (in YAML: flat keys under
+    ``generator.init_args``) and keeps them as attributes of the same names; :attr:`DiffusionGenerator.memory`
+    reads them back as one object.
+
+    Args:
+        gradient_checkpointing: wrap every model call of the chain and the decoder in
+            ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` when gradients are on: activation memory
+            stays flat in the number of steps, at the cost of one more forward per call. Off by default (the
+            real-setup configs turn it on).
+        grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` entries of
+            ``scheduler.timesteps`` (the earlier ones run without autograd); ``None``: through every step. For
+            schedulers with two model calls per step (Heun) an entry is one model call, not one step.
+        autocast_dtype: ``"bfloat16"`` / ``"float16"``: run model calls under ``torch.autocast``; ``None``: off.
+        channels_last: convert the denoiser and autoencoder to ``torch.channels_last`` memory format.
+    """
+
+    gradient_checkpointing: bool = False
+    grad_steps: int | None = None
+    autocast_dtype: str | None = None
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        grad_steps = self.grad_steps
+        if grad_steps is not None and (isinstance(grad_steps, bool) or grad_steps < 1):
+            raise ValueError(f"grad_steps must be >= 1 (or None for every step), got {grad_steps}")
+        if self.autocast_dtype is not None and self.autocast_dtype not in AUTOCAST_DTYPES:
+            raise ValueError(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or null, "
+                             f"got {self.autocast_dtype!r}")
 
 
 class DiffusionGenerator(nn.Module):
@@ -35,15 +73,8 @@ class DiffusionGenerator(nn.Module):
         num_inference_steps: sampling steps.
         guidance_scale: classifier-free guidance scale (off at ``<= 1`` or when the family has no null condition).
         eta: DDIM eta (passed to schedulers whose ``step`` takes it).
-        gradient_checkpointing: wrap every model call of the chain and the decoder in
-            ``torch.utils.checkpoint.checkpoint(use_reentrant=False)`` when gradients are on: activation memory
-            stays flat in the number of steps, at the cost of one more forward per call. Off by default (the
-            real-setup configs turn it on).
-        grad_steps: truncated back-propagation: gradients flow only through the last ``grad_steps`` entries of
-            ``scheduler.timesteps`` (the earlier ones run without autograd); ``None``: through every step. For
-            schedulers with two model calls per step (Heun) an entry is one model call, not one step.
-        autocast_dtype: ``"bfloat16"`` / ``"float16"``: run model calls under ``torch.autocast``; ``None``: off.
-        channels_last: convert the denoiser and autoencoder to ``torch.channels_last`` memory format.
+        **memory: the :class:`MemoryOptions` fields (``gradient_checkpointing``, ``grad_steps``,
+            ``autocast_dtype``, ``channels_last``), kept as attributes of the same names.
     """
 
     def __init__(
@@ -54,26 +85,22 @@ class DiffusionGenerator(nn.Module):
         num_inference_steps: int = 20,
         guidance_scale: float = 1.0,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         super().__init__()
-        if grad_steps is not None and (isinstance(grad_steps, bool) or grad_steps < 1):
-            raise ValueError(f"grad_steps must be >= 1 (or None for every step), got {grad_steps}")
-        if autocast_dtype is not None and autocast_dtype not in AUTOCAST_DTYPES:
-            raise ValueError(f"autocast_dtype must be one of {sorted(AUTOCAST_DTYPES)} or null, got {autocast_dtype!r}")
+        unknown = sorted(set(memory) - {f.name for f in fields(MemoryOptions)})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword argument(s) {', '.join(unknown)} (its "
+                            f"memory options: {', '.join(f.name for f in fields(MemoryOptions))})")
+        options = MemoryOptions(**memory)  # ``**memory`` here is how jsonargparse finds the options' keys and types
         self.vae = vae
         self.scheduler = scheduler if scheduler is not None else DDIMScheduler()
         self.num_inference_steps = num_inference_steps
         self.guidance_scale = guidance_scale
         self.eta = eta
-        self.gradient_checkpointing = gradient_checkpointing
-        self.grad_steps = grad_steps
-        self.autocast_dtype = autocast_dtype
-        self.channels_last = channels_last
-        if channels_last:
+        for name, value in asdict(options).items():  # plain attributes: a benchmark or test may flip one
+            setattr(self, name, value)
+        if options.channels_last:
             denoiser.to(memory_format=torch.channels_last)
             vae.to(memory_format=torch.channels_last)
         self.requires_grad_(False)
@@ -117,6 +144,11 @@ class DiffusionGenerator(nn.Module):
     def train(self, mode: bool = True) -> DiffusionGenerator:
         """The generator is frozen: it stays in eval mode whatever the caller (e.g. Lightning) asks for."""
         return super().train(False)
+
+    @property
+    def memory(self) -> MemoryOptions:
+        """The memory / speed levers now in force (the attributes of the same names)."""
+        return MemoryOptions(**{f.name: getattr(self, f.name) for f in fields(MemoryOptions)})
 
     @property
     def device(self) -> torch.device:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import torch
 
@@ -27,9 +28,9 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         guidance_scale: classifier-free guidance scale (off at <= 1).
         eta: DDIM eta (0: deterministic).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
-        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: the memory / speed levers, see
-            :class:`~hynea_pl.generators.base.DiffusionGenerator` (on CPU at MNIST size checkpointing costs time
-            and saves little memory).
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`
+            (``gradient_checkpointing``, ``grad_steps``, ``autocast_dtype``, ``channels_last``; on CPU at MNIST
+            size checkpointing costs time and saves little memory).
     """
 
     def __init__(
@@ -39,15 +40,11 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
         guidance_scale: float = 3.0,
         eta: float = 0.0,
         dtype: str = "float32",
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         frozen = _load_frozen(str(resolve_path(pretrained)), dtype)
         super().__init__(
             frozen.unet, frozen.vae, scheduler=type(frozen.scheduler).from_config(frozen.scheduler.config),
             condition_encoder=frozen.condition_encoder, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
-            grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last,
+            guidance_scale=guidance_scale, eta=eta, **memory,
         )

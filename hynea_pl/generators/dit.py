@@ -64,8 +64,8 @@ class TransformerGenerator(DiffusionGenerator):
         null_class: label of the unconditional (dropped) class; ``None``: no guidance.
         scheduler: a diffusers scheduler; default ``DDIMScheduler()``.
         hypernet_blocks: ``K``, how many blocks the HyperNet copies (capped at the depth).
-        num_inference_steps, guidance_scale, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last:
-            see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
+        num_inference_steps, guidance_scale, eta: see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`.
     """
 
     def __init__(
@@ -83,14 +83,10 @@ class TransformerGenerator(DiffusionGenerator):
         num_inference_steps: int = 50,
         guidance_scale: float = 4.0,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         super().__init__(transformer, vae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
-                         grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last)
+                         guidance_scale=guidance_scale, eta=eta, **memory)
         if hypernet_blocks < 1:
             raise ValueError(f"hypernet_blocks must be >= 1, got {hypernet_blocks}")
         self.transformer = transformer
@@ -226,9 +222,9 @@ class DiTGenerator(TransformerGenerator):
         guidance_scale: classifier-free guidance scale (off at <= 1).
         eta: DDIM eta (0: deterministic).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
-        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
-            :class:`~hynea_pl.generators.base.DiffusionGenerator`.
         hypernet_blocks: ``K``, blocks copied by the HyperNet (8 as the authors' SiT HyperNet; capped at the depth).
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`
+            (``gradient_checkpointing``, ``grad_steps``, ``autocast_dtype``, ``channels_last``).
 
     Other transformer denoisers: subclass :class:`TransformerGenerator` and write ``embed``, ``run_block`` and
     ``head`` (see this module's docstring); this class is the worked example.
@@ -243,19 +239,15 @@ class DiTGenerator(TransformerGenerator):
         guidance_scale: float = 4.0,
         eta: float = 0.0,
         dtype: str = "float32",
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
         hypernet_blocks: int = 8,
+        **memory: Any,
     ) -> None:
         transformer, autoencoder, config = _load_frozen(
             checkpoint_key(pretrained), None if vae is None else checkpoint_key(vae), dtype
         )
         self._setup(transformer, autoencoder, _scheduler(scheduler, config), hypernet_blocks=hypernet_blocks,
                     num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
-                    gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps, autocast_dtype=autocast_dtype,
-                    channels_last=channels_last)
+                    **memory)
 
     @classmethod
     def from_components(cls, transformer: DiTTransformer2DModel, vae: AutoencoderKL, scheduler: Any | None = None,

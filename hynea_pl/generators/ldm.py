@@ -37,8 +37,9 @@ class LatentDiffusionGenerator(DiffusionGenerator):
         scheduler: any diffusers scheduler; default ``DDIMScheduler()``.
         condition_encoder: maps a condition to ``encoder_hidden_states``; a :class:`ClassEmbedding` for class
             conditions. ``None``: conditions are given as ready-made hidden states (see :meth:`encode_condition`).
-        num_inference_steps, guidance_scale, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last:
-            see :class:`DiffusionGenerator`; guidance is off when the condition is ``None``.
+        num_inference_steps, guidance_scale, eta: see :class:`DiffusionGenerator`; guidance is off when the
+            condition is ``None``.
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`.
     """
 
     def __init__(
@@ -50,14 +51,10 @@ class LatentDiffusionGenerator(DiffusionGenerator):
         num_inference_steps: int = 20,
         guidance_scale: float = 3.0,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         super().__init__(unet, vae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
-                         grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last)
+                         guidance_scale=guidance_scale, eta=eta, **memory)
         self.unet = unet
         self.condition_encoder = condition_encoder
         self.requires_grad_(False)

@@ -54,8 +54,9 @@ class TextConditionalGenerator(LatentDiffusionGenerator):
         control_image: its condition: a path, a PIL image or a tensor ``(1, 3, H', W')`` in [0, 1]; resized to
             the image size as ``StableDiffusionControlNetPipeline`` does.
         controlnet_scale: the task ControlNet's ``conditioning_scale``.
-        num_inference_steps, guidance_scale, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last:
-            see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
+        num_inference_steps, guidance_scale, eta: see :class:`~hynea_pl.generators.base.DiffusionGenerator`.
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions` (``channels_last``
+            converts the task ControlNet too).
     """
 
     def __init__(
@@ -73,10 +74,7 @@ class TextConditionalGenerator(LatentDiffusionGenerator):
         num_inference_steps: int = 25,
         guidance_scale: float = 7.5,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         if (controlnet is None) != (control_image is None):
             raise ValueError("a task ControlNet needs a control_image, and a control_image needs a controlnet")
@@ -84,14 +82,13 @@ class TextConditionalGenerator(LatentDiffusionGenerator):
             raise ValueError("guess-mode ControlNets (global_pool_conditions: true) are not supported")
         super().__init__(unet, vae, scheduler=scheduler, condition_encoder=None,
                          num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
-                         gradient_checkpointing=gradient_checkpointing, grad_steps=grad_steps,
-                         autocast_dtype=autocast_dtype, channels_last=channels_last)
+                         **memory)
         self.text_encoder = text_encoder
         self.tokenizer = tokenizer
         self.controlnet = controlnet
         self.controlnet_scale = controlnet_scale
         if controlnet is not None:
-            if channels_last:
+            if self.channels_last:
                 controlnet.to(memory_format=torch.channels_last)
             self.register_buffer("control_image", self.prepare_control_image(control_image), persistent=False)
         else:
@@ -266,8 +263,8 @@ class StableDiffusionGenerator(TextConditionalGenerator):
         controlnet: a frozen task ``ControlNetModel``: a folder (``config.json`` + weights) or a hub id.
         control_image: path to its condition image (e.g. a segmentation map), resized to the image size.
         controlnet_scale: the task ControlNet's conditioning scale.
-        gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
-            :class:`~hynea_pl.generators.base.DiffusionGenerator`.
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`
+            (``gradient_checkpointing``, ``grad_steps``, ``autocast_dtype``, ``channels_last``).
     """
 
     def __init__(
@@ -284,10 +281,7 @@ class StableDiffusionGenerator(TextConditionalGenerator):
         controlnet: str | None = None,
         control_image: str | None = None,
         controlnet_scale: float = 1.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: Literal["bfloat16", "float16"] | None = None,
-        channels_last: bool = False,
+        **memory: Any,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {sorted(SCHEDULERS)}, got {scheduler!r}")
@@ -303,8 +297,7 @@ class StableDiffusionGenerator(TextConditionalGenerator):
             scheduler=SCHEDULERS[scheduler].from_config(frozen.scheduler_config),
             prompt=prompt, negative_prompt=negative_prompt, controlnet=task_controlnet, control_image=image,
             controlnet_scale=controlnet_scale, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, gradient_checkpointing=gradient_checkpointing,
-            grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last,
+            guidance_scale=guidance_scale, eta=eta, **memory,
         )
 
 

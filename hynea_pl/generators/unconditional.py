@@ -51,10 +51,10 @@ class UNet2DGenerator(DiffusionGenerator):
         unet: the frozen ``UNet2DModel`` (epsilon prediction, as the scheduler is configured).
         vqvae: the frozen ``VQModel``.
         scheduler: default ``DDIMScheduler()``.
-        num_inference_steps, eta, gradient_checkpointing, grad_steps, autocast_dtype, channels_last: see
-            :class:`DiffusionGenerator`.
+        num_inference_steps, eta: see :class:`DiffusionGenerator`.
         quantize: quantise latents in the decoder (``LDMPipeline`` does); ``False``: decode them as they are.
         scaling_factor: override the latent scaling factor (``None``: see above).
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`.
     """
 
     def __init__(
@@ -64,16 +64,12 @@ class UNet2DGenerator(DiffusionGenerator):
         scheduler: Any | None = None,
         num_inference_steps: int = 100,
         eta: float = 0.0,
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
         quantize: bool = True,
         scaling_factor: float | None = None,
+        **memory: Any,
     ) -> None:
         super().__init__(unet, vqvae, scheduler=scheduler, num_inference_steps=num_inference_steps,
-                         guidance_scale=1.0, eta=eta, gradient_checkpointing=gradient_checkpointing,
-                         grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last)
+                         guidance_scale=1.0, eta=eta, **memory)
         self.unet = unet
         self.quantize = quantize
         self.scaling_factor = float(scaling_factor) if scaling_factor is not None else vq_scaling_factor(vqvae)
@@ -217,12 +213,11 @@ class UnconditionalLDM(UNet2DGenerator):
         num_inference_steps: DDIM steps (paper: 100).
         eta: DDIM eta (paper: 0, deterministic).
         dtype: weights dtype (``float32``, ``bfloat16``, ``float16``).
-        gradient_checkpointing: gradient-checkpoint every model call of the chain and the decoder.
-        grad_steps: back-propagate through the last ``grad_steps`` sampling steps only (``null``: all).
-        autocast_dtype: ``bfloat16`` / ``float16`` autocast of the model calls (``null``: off).
-        channels_last: ``torch.channels_last`` memory format for the UNet and the VQ model.
         quantize: quantise latents before decoding, as ``LDMPipeline`` does.
         scaling_factor: latent scaling factor; ``null``: the VQ model's when its config sets one, else 1.0.
+        **memory: the memory / speed levers, :class:`~hynea_pl.generators.base.MemoryOptions`
+            (``gradient_checkpointing``, ``grad_steps``, ``autocast_dtype``; ``channels_last`` converts the UNet
+            and the VQ model).
     """
 
     def __init__(
@@ -231,20 +226,16 @@ class UnconditionalLDM(UNet2DGenerator):
         num_inference_steps: int = 100,
         eta: float = 0.0,
         dtype: str = "float32",
-        gradient_checkpointing: bool = False,
-        grad_steps: int | None = None,
-        autocast_dtype: str | None = None,
-        channels_last: bool = False,
         quantize: bool = True,
         scaling_factor: float | None = None,
+        **memory: Any,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
         unet, vqvae, scheduler = _load_frozen(checkpoint_key(pretrained), dtype)
         super().__init__(
             unet, vqvae, scheduler=DDIMScheduler.from_config(scheduler.config),
-            num_inference_steps=num_inference_steps, eta=eta, gradient_checkpointing=gradient_checkpointing,
-            grad_steps=grad_steps, autocast_dtype=autocast_dtype, channels_last=channels_last, quantize=quantize,
-            scaling_factor=scaling_factor,
+            num_inference_steps=num_inference_steps, eta=eta, quantize=quantize,
+            scaling_factor=scaling_factor, **memory,
         )
         self.pretrained = pretrained
