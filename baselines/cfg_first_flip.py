@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from baselines.search import Probe, ProbeSearchCase, descends_from
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import GUIDANCE, DiffusionGenerator
 from hynea_pl.suts import SUT
 
 #: Fractions of the guidance term ``s_0 - 1`` the ``linear`` schedule keeps, the origin's (1.0) first.
@@ -99,6 +99,9 @@ class CFGFirstFlipCase(ProbeSearchCase):
         schedule: str | list[float] = "linear",
     ) -> None:
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target)
+        if not GUIDANCE(generator):
+            raise ValueError(f"cfg-first-flip descends the classifier-free guidance scale, but the generator samples "
+                             f"without guidance ({type(generator).__name__} has none)")
         self.schedule = resolve_guidance_schedule(schedule, float(generator.guidance_scale))
         self.method_name = self.display_name({"schedule": schedule})
 

@@ -30,7 +30,7 @@ from baselines.search import (
     randn_like_on_cpu,
     single_point_crossover,
 )
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import AUTOENCODER, DiffusionGenerator, require
 from hynea_pl.suts import SUT
 
 INFINITE_FITNESS = math.inf  # SINVAD's code uses 999; with large latents an L1 distance can exceed 999
@@ -155,6 +155,7 @@ class SINVADCase(PopulationSearchCase):
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
                          population_size=population_size, survivors=survivors, search_seed=search_seed,
                          chunk_size=chunk_size)
+        require(generator, AUTOENCODER, "SINVAD")
         if targeted and reference is not None:
             raise ValueError("SINVAD is either targeted (eq. 4) or differential (eq. 3, reference), not both")
         self.targeted = targeted

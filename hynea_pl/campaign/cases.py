@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 from rich.console import Console
 
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import Generator
 from hynea_pl.progress import StepProgress
 from hynea_pl.suts import SUT
 
@@ -71,7 +71,7 @@ def n_selected(selection: CaseSelection) -> int:
 
 
 @torch.no_grad()
-def iter_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT) -> Iterator[TestCase]:
+def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT) -> Iterator[TestCase]:
     """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
 
     Each origin is sampled once: the image that passed validation travels with its case. Seeds rejected for one
@@ -98,7 +98,7 @@ def iter_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT
                 yield TestCase(cid, origin_class, found, skipped, image)
 
 
-def select_cases(selection: CaseSelection, generator: DiffusionGenerator, sut: SUT,
+def select_cases(selection: CaseSelection, generator: Generator, sut: SUT,
                  console: Console | None = None) -> list[TestCase]:
     """Every selected case, with progress while the origins are sampled and validated."""
     cases = []

@@ -17,7 +17,7 @@ from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.campaign.distributed import launch
 from hynea_pl.campaign.factory import CaseFactory, build_components
 from hynea_pl.campaign.runner import RunOutput, run_campaign
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
@@ -60,7 +60,7 @@ class CampaignCLI(LightningCLI):
         )
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.add_subclass_arguments(DiffusionGenerator, "generator", required=True,
+        parser.add_subclass_arguments(Generator, "generator", required=True,
                                       help="The frozen generator (class_path + init_args).")
         parser.add_subclass_arguments(SUT, "sut", required=True,
                                       help="The system under test (class_path + init_args).")

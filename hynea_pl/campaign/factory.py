@@ -21,7 +21,7 @@ from jsonargparse.typing import import_object
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
 
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
@@ -34,7 +34,7 @@ CASE_ARGS = ("generator", "sut", "origin_class", "seed")
 class Components:
     """The frozen components of a campaign process: built once, shared by every case."""
 
-    generator: DiffusionGenerator
+    generator: Generator
     sut: SUT
     oracle: SUT | None = None
     realism: TypicalityTest | None = None
@@ -54,7 +54,7 @@ def build_components(config: Namespace) -> Components:
     """Instantiate the config's ``generator``, ``sut`` and optional ``oracle`` and ``realism`` test
     (``class_path`` + ``init_args``)."""
     parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(DiffusionGenerator, "generator", required=True)
+    parser.add_subclass_arguments(Generator, "generator", required=True)
     parser.add_subclass_arguments(SUT, "sut", required=True)
     parser.add_subclass_arguments(SUT, "oracle", required=False)
     parser.add_subclass_arguments(TypicalityTest, "realism", required=False)

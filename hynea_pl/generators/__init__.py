@@ -1,5 +1,11 @@
 """Generators: frozen generative models whose output can be steered by a trainable HyperNet.
 
+Every generator is a :class:`Generator` (``latent_shape``, ``device``, ``initial_noise(seed)``,
+``sample(noise, condition)``: what every method needs); the diffusion families extend it as
+:class:`DiffusionGenerator`, the style-based GAN (:class:`~hynea_pl.generators.stylegan.StyleGANGenerator`)
+implements it directly. What only some methods use (a HyperNet-adaptable chain, an autoencoder, guidance) is an
+optional capability (:mod:`hynea_pl.generators.protocol`).
+
 Naming rule. Every generator comes as two classes:
 
 - a *family class*, built from in-memory diffusers components (tests, notebooks, new checkpoints), ends in
@@ -23,14 +29,20 @@ from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.generators.dit import DiTGenerator, TransformerGenerator
 from hynea_pl.generators.ldm import LatentDiffusionGenerator
+from hynea_pl.generators.protocol import AUTOENCODER, GUIDANCE, HYPERNET_ADAPTER, Capability, Generator, require
 from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalGenerator
 from hynea_pl.generators.unconditional import UNet2DGenerator, UnconditionalLDM
 
 __all__ = [
+    "AUTOENCODER",
+    "GUIDANCE",
+    "HYPERNET_ADAPTER",
+    "Capability",
     "ClassConditionalLDM",
     "ClassEmbedding",
     "DiTGenerator",
     "DiffusionGenerator",
+    "Generator",
     "LatentDiffusionGenerator",
     "MemoryOptions",
     "StableDiffusionGenerator",
@@ -38,4 +50,5 @@ __all__ = [
     "TransformerGenerator",
     "UNet2DGenerator",
     "UnconditionalLDM",
+    "require",
 ]

@@ -1,8 +1,9 @@
 """The frozen diffusion generator every method steers: stored noise + condition (+ HyperNet, control) -> image.
 
-:class:`DiffusionGenerator` owns what all denoiser families share: the scheduler loop, classifier-free guidance
-batching, gradient checkpointing of every model call, truncated back-propagation, bf16 autocast, ``channels_last``,
-the autoencoder's decode/encode and the seeded initial noise. A family (class-conditional UNet, text-conditional
+:class:`DiffusionGenerator` extends the common :class:`~hynea_pl.generators.protocol.Generator` surface (seeded
+initial noise, ``sample``, ``device``, frozen) and owns what all denoiser families share: the scheduler loop,
+classifier-free guidance batching, gradient checkpointing of every model call, truncated back-propagation, bf16
+autocast, ``channels_last`` and the autoencoder's decode/encode. A family (class-conditional UNet, text-conditional
 UNet, unconditional UNet + VQ, DiT) only says how a condition becomes model inputs (:meth:`encode_condition`), how
 one model call runs with the HyperNet's residuals (:meth:`model_output`) and which HyperNet fits it
 (:meth:`make_hypernet` for a fresh one, :meth:`load_hypernet` for one saved with ``save_pretrained``).
@@ -23,6 +24,8 @@ import torch
 from diffusers import DDIMScheduler
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
+
+from hynea_pl.generators.protocol import Generator
 
 AUTOCAST_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -61,7 +64,7 @@ class MemoryOptions:
                              f"got {self.autocast_dtype!r}")
 
 
-class DiffusionGenerator(nn.Module):
+class DiffusionGenerator(Generator):
     """Frozen latent diffusion model; the sampling chain is differentiable w.r.t. a HyperNet and its control.
 
     Args:
@@ -140,11 +143,7 @@ class DiffusionGenerator(nn.Module):
         for this denoiser, rebuilt from it and loaded strictly by the fitting HyperNet class's ``from_pretrained``."""
         raise NotImplementedError(f"{type(self).__name__} must implement load_hypernet()")
 
-    # ------------------------------------------------------------------ frozen module behaviour
-    def train(self, mode: bool = True) -> DiffusionGenerator:
-        """The generator is frozen: it stays in eval mode whatever the caller (e.g. Lightning) asks for."""
-        return super().train(False)
-
+    # ------------------------------------------------------------------ the common surface
     @property
     def memory(self) -> MemoryOptions:
         """The memory / speed levers now in force (the attributes of the same names)."""
@@ -165,20 +164,6 @@ class DiffusionGenerator(nn.Module):
         size = config.sample_size
         h, w = (size, size) if isinstance(size, int) else tuple(size)
         return (config.in_channels, h, w)
-
-    def initial_noise(self, seed: int) -> Tensor:
-        """``(1, C, h, w)`` float32 standard normal noise, drawn on CPU (identical on every device)."""
-        gen = torch.Generator("cpu").manual_seed(seed)
-        return torch.randn((1, *self.latent_shape), generator=gen, dtype=torch.float32).to(self.device)
-
-    @staticmethod
-    def expand_batch(x: Tensor, batch: int) -> Tensor:
-        """``(1, ...)`` -> ``(batch, ...)``; a tensor already of ``batch`` rows is returned as is."""
-        if x.shape[0] == batch:
-            return x
-        if x.shape[0] == 1:
-            return x.expand(batch, *x.shape[1:])
-        raise ValueError(f"condition batch {x.shape[0]} does not match noise batch {batch}")
 
     # ------------------------------------------------------------------ the chain
     def _autocast(self) -> contextlib.AbstractContextManager:

@@ -14,10 +14,13 @@ images (B, C, R, R)``, ``net.mapping.w_avg`` (``(w_dim,)``, or ``(c_dim, w_dim)`
 - ``network``: ``class_path`` + ``init_args`` of any module with that interface, and optionally ``weights``, a
   local state-dict file (``.safetensors`` / ``.pt`` / ``.pth`` / ``.ckpt``).
 
-The wrapper's own interface (what the methods call): ``initial_noise(seed) -> z (1, z_dim)``,
+The wrapper implements the common :class:`~hynea_pl.generators.protocol.Generator` surface directly
+(``latent_shape = (z_dim,)``, ``initial_noise(seed) -> z (1, z_dim)``, ``sample(z, condition)`` at the configured
+truncation); it has none of a diffusion model's optional points (no HyperNet to adapt, no autoencoder, no
+guidance), so HyNeA, SINVAD and cfg-first-flip refuse it in one line. Its own interface (what the GAN methods call):
 ``mapping(z, condition) -> ws`` (untruncated), ``w_avg(condition, batch) -> (B, w_dim)``,
 ``truncate(ws, psi, condition, cutoff)`` (``w' = w_avg + psi * (w - w_avg)`` on the first ``cutoff`` layers),
-``synthesis(ws) -> images (B, C, R, R) in [0, 1]`` and ``sample(z, condition)`` at the configured truncation.
+``synthesis(ws) -> images (B, C, R, R) in [0, 1]``, ``styles(z, condition, psi)``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from hynea_pl.generators.base import DiffusionGenerator
+from hynea_pl.generators.protocol import Generator
 from hynea_pl.paths import resolve_path
 
 
@@ -91,7 +94,7 @@ def check_interface(network: nn.Module) -> None:
                         f"{', '.join(missing)} (mapping, synthesis, mapping.w_avg, num_ws, z_dim, c_dim)")
 
 
-class StyleGANGenerator(DiffusionGenerator):
+class StyleGANGenerator(Generator):
     """A frozen style-based GAN (see the module doc for the three ways to load one).
 
     Args:
@@ -138,7 +141,7 @@ class StyleGANGenerator(DiffusionGenerator):
         check_interface(network)
         if not 0 < truncation_psi <= 1:
             raise ValueError(f"truncation_psi must be in (0, 1], got {truncation_psi}")
-        super().__init__(network, nn.Identity())
+        super().__init__()
         self.network = network.eval().requires_grad_(False)
         self.truncation_psi, self.truncation_cutoff = truncation_psi, truncation_cutoff
         low, high = output_range
@@ -149,8 +152,8 @@ class StyleGANGenerator(DiffusionGenerator):
 
     # ------------------------------------------------------------------ the network's interface
     @property
-    def denoiser(self) -> nn.Module:
-        return self.network
+    def device(self) -> torch.device:
+        return next(self.network.parameters()).device
 
     @property
     def z_dim(self) -> int:
@@ -226,31 +229,9 @@ class StyleGANGenerator(DiffusionGenerator):
         psi = self.truncation_psi if psi is None else psi
         return self.truncate(self.mapping(noise, condition), psi, condition, self.truncation_cutoff)
 
-    # ------------------------------------------------------------------ the generator entry points
+    # ------------------------------------------------------------------ the generator entry point
     @torch.no_grad()
-    def sample(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
-               control: Tensor | None = None) -> Tensor:
+    def sample(self, noise: Tensor, condition: Any = None) -> Tensor:
         """Images ``(B, C, R, R)`` in [0, 1] of ``noise = z (B, z_dim)`` for ``condition``, at the configured
         truncation."""
-        if hypernet is not None or control is not None:
-            raise NotImplementedError("a style-based GAN takes no HyperNet or control (HyNeA needs a diffusion model)")
         return self.synthesis(self.styles(noise, condition))
-
-    def forward(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
-                control: Tensor | None = None) -> Tensor:
-        return self.sample(noise, condition, hypernet, control)
-
-    def denoise(self, *args: Any, **kwargs: Any) -> Tensor:
-        raise NotImplementedError("a style-based GAN has no denoising chain")
-
-    def decode(self, latents: Tensor) -> Tensor:
-        raise NotImplementedError("a style-based GAN has no autoencoder (SINVAD needs one)")
-
-    def encode(self, images: Tensor) -> Tensor:
-        raise NotImplementedError("a style-based GAN has no autoencoder (SINVAD needs one)")
-
-    def make_hypernet(self) -> nn.Module:
-        raise NotImplementedError("a style-based GAN has no denoiser to adapt (HyNeA needs a diffusion model)")
-
-    def load_hypernet(self, directory: str | Path) -> nn.Module:
-        raise NotImplementedError("a style-based GAN has no denoiser to adapt (HyNeA needs a diffusion model)")

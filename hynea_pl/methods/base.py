@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import lightning as L
 import torch
 
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import Generator
 from hynea_pl.suts import SUT
 
 
@@ -60,7 +60,7 @@ class TestCaseModule(L.LightningModule):
         self._given_origin: torch.Tensor | None = None
 
     # --- what the campaign asks of every method ------------------------------------------------------------
-    generator: DiffusionGenerator
+    generator: Generator
     sut: SUT
 
     @classmethod

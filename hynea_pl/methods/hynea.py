@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from hynea_pl.generators import DiffusionGenerator
+from hynea_pl.generators import HYPERNET_ADAPTER, DiffusionGenerator, require
 from hynea_pl.hypernets import ControlProjector
 from hynea_pl.images import as_saved, shifted_views
 from hynea_pl.methods.base import TestCaseModule
@@ -94,6 +94,7 @@ class HyNeACase(TestCaseModule):
         save_adapters: bool = False,
     ) -> None:
         super().__init__()
+        require(generator, HYPERNET_ADAPTER, "HyNeA")
         if stop_on not in ("target", "flip"):
             raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
         self.save_hyperparameters(ignore=["generator", "sut", "reference"])
