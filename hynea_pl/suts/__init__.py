@@ -1,8 +1,8 @@
 """Systems under test: frozen models with their preprocessing and task semantics."""
 
-from hynea_pl.suts.base import SUT, Preprocess, load_state_dict
+from hynea_pl.suts.base import SUT, Preprocess, load_state_dict, task_class, task_classes
+from hynea_pl.suts.classifier import ClassifierSUT  # first: the tasks register in the order they are defined
 from hynea_pl.suts.binary import CELEBA_ATTRIBUTES, BinaryAttributeSUT
-from hynea_pl.suts.classifier import ClassifierSUT
 from hynea_pl.suts.consensus import UnanimousPresence
 from hynea_pl.suts.ensemble import EnsembleClassifierSUT
 from hynea_pl.suts.pretrained import PretrainedClassifierSUT, imagenet_preprocess, pretrained_classifier
@@ -11,7 +11,7 @@ from hynea_pl.suts.window_reader import DigitWindowReader
 
 def __getattr__(name: str):
     # The detector imports ultralytics lazily (it is heavy and must come after hynea_pl's offline defaults).
-    if name in ("YOLODetectorSUT", "load_yolo"):
+    if name in ("YOLODetectorSUT", "detection_margin", "load_yolo"):
         from hynea_pl.suts import detector
 
         return getattr(detector, name)
@@ -20,4 +20,5 @@ def __getattr__(name: str):
 
 __all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "DigitWindowReader",
            "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess", "UnanimousPresence", "YOLODetectorSUT",
-           "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier"]
+           "detection_margin", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier",
+           "task_class", "task_classes"]

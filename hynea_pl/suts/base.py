@@ -1,9 +1,27 @@
-"""The system-under-test interface: a frozen model plus the task semantics HyNeA and the baselines need."""
+"""The system-under-test interface: a frozen model plus the task semantics HyNeA, the baselines, the campaign and
+the metrics need.
+
+A task is one :class:`SUT` subclass that sets ``task`` (the record's ``task``: ``ClassifierSUT``,
+``BinaryAttributeSUT``, ``YOLODetectorSUT``); everything that depends on the task is a method of it, so nothing
+outside :mod:`hynea_pl.suts` compares task names:
+
+- the search: :meth:`SUT.prediction`, :meth:`SUT.is_flipped`, :meth:`SUT.behaviour_loss`, ... and
+  :meth:`SUT.decision_margin` (how far an output still holds the origin's decision, the baselines' fitness and
+  tie-breaker);
+- the record of a result: :meth:`SUT.decision_fields` (detection: confidence reduction and the top-k boxes);
+- the oracle, when the SUT judges: :meth:`SUT.judge_reading`, :meth:`SUT.judge_labels`;
+- a finished record, read without a model (class methods, found by :func:`task_class` from ``record.task``):
+  :meth:`SUT.judged_by`, :meth:`SUT.recorded_decisions`, :meth:`SUT.reference_decision`,
+  :meth:`SUT.case_metrics`, and the flags ``decision_is_class``, ``target_is_class`` and
+  ``misclassification_is_flip``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +29,12 @@ from torch import nn
 
 from hynea_pl.checkpoints import read_state_dict
 from hynea_pl.paths import resolve_path
+
+if TYPE_CHECKING:
+    from hynea_pl.schema import CaseRecord
+
+#: Each task's SUT class by task name, in the order they were defined (a subclass that sets ``task`` registers).
+_TASK_CLASSES: dict[str, type[SUT]] = {}
 
 
 @dataclass
@@ -62,8 +86,23 @@ class SUT(nn.Module):
 
     task: str = "abstract"
 
+    #: the SUT's decision, in the case's terms, is one class of many (multiclass: which class the image shows), not
+    #: whether the case's attribute or class holds (binary, detection: present / absent). Then a judge can read a
+    #: third class (an ``ambiguous`` verdict) and origin class x SUT label is a confusion matrix.
+    decision_is_class: ClassVar[bool] = False
+    #: the case's target is one of the generator's classes (a class to reach or to suppress), not an attribute
+    target_is_class: ClassVar[bool] = True
+    #: the per-case misclassification indicator (:meth:`case_metrics` ``"mr"``) is the flip itself (multiclass,
+    #: binary); detection's eq. 11 is a fraction of detections instead
+    misclassification_is_flip: ClassVar[bool] = True
+
     #: its family is its model's (:func:`hynea_pl.suts.family.model_families`)
     family_members = ("model",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "task" in cls.__dict__:  # a new task: the first class that names it owns it
+            _TASK_CLASSES.setdefault(cls.task, cls)
 
     def __init__(self, model: nn.Module, weights: str | None = None, preprocess: Preprocess | None = None,
                  strict: bool = True) -> None:
@@ -132,3 +171,79 @@ class SUT(nn.Module):
         """Scalar loss that is low while ``output`` keeps the origin's decisions (a reference model's
         preservation term: fail the SUT while the reference keeps the label)."""
         raise NotImplementedError(f"{type(self).__name__} ({self.task}) has no preservation loss")
+
+    def has_margin(self, output: torch.Tensor) -> bool:
+        """Whether :meth:`decision_margin` can read ``output`` (a search breaks ties with zeros otherwise)."""
+        return True
+
+    def decision_margin(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """``(B,)``: how far each output ``(B, ...)`` still holds the origin's decision on ``origin_output (1, ...)``
+        for the case's ``target (1,)``: positive while it holds, negative once flipped (the baselines' fitness and
+        tie-breaker)."""
+        raise NotImplementedError(f"{type(self).__name__} ({self.task}) has no decision margin")
+
+    # --- the record of a result ------------------------------------------------------------------------------
+    def decision_fields(self, origin_output: torch.Tensor, output: torch.Tensor, target: torch.Tensor,
+                        origin_image: torch.Tensor, result_image: torch.Tensor,
+                        equations: ModuleType) -> dict[str, Any]:
+        """The task's own record fields for a result ``output`` (of ``result_image (1, C, H, W)``, as saved) and
+        its origin (``origin_image``): none by default (detection: ``confidence_reduction`` and the top-k boxes).
+        ``equations``: the task metrics, :mod:`hynea_pl.metrics.functional.task` (handed over by the caller:
+        the metrics import the SUTs, never the other way round)."""
+        return {}
+
+    # --- as the validity oracle -------------------------------------------------------------------------------
+    def judge_reading(self, output: torch.Tensor, target: int | None) -> tuple[int, float]:
+        """This model's decision on one output ``(1, ...)`` as a judge of a case whose target is ``target``, in the
+        task's terms, and its probability."""
+        raise ValueError(f"no validity rule for an oracle of task {self.task!r}")
+
+    def judge_labels(self, output: torch.Tensor, images: torch.Tensor,
+                     target: int | None) -> tuple[list[int], dict[str, int] | None]:
+        """Each judge's decision on a result (its ``images (1, C, H, W)`` and this model's ``output`` on them), and
+        the same by judge name for a panel of named judges (``None``: one judge, this model's reading)."""
+        return [self.judge_reading(output, target)[0]], None
+
+    # --- a finished record, read without a model --------------------------------------------------------------
+    @classmethod
+    def judged_by(cls, oracle_task: str) -> bool:
+        """Whether an oracle of ``oracle_task`` can judge this task's cases: the same task by default."""
+        return oracle_task == cls.task
+
+    @classmethod
+    def recorded_decisions(cls, record: CaseRecord) -> tuple[int | None, int | None]:
+        """The SUT's decisions on origin and result of a record, in the oracle's terms: the recorded labels by
+        default."""
+        return record.origin_label, record.result_label
+
+    @classmethod
+    def reference_decision(cls, record: CaseRecord, judges_origin_label: int) -> int:
+        """The decision a result must keep to be a valid failure, in the oracle's terms: the SUT's own decision on
+        the origin (the case's premise) by default, else the judges' reading of the origin."""
+        sut_origin = cls.recorded_decisions(record)[0]
+        return sut_origin if sut_origin is not None else judges_origin_label
+
+    @classmethod
+    def case_metrics(cls, origin: torch.Tensor, result: torch.Tensor, target: int,
+                     equations: ModuleType) -> dict[str, float | None] | None:
+        """A record's per-case task metrics from its raw outputs ``origin_pred`` / ``result_pred`` (same shape,
+        float64) and ``target``, by ``equations`` (:mod:`hynea_pl.metrics.functional.task`, handed over by the
+        caller): ``mr`` (the eq. 9-11 misclassification indicator), ``esc`` (escape ratio) and ``cr`` (confidence
+        reduction), ``None`` where undefined; ``None`` when the outputs are unusable."""
+        raise NotImplementedError(f"{cls.__name__} ({cls.task}) has no task metrics")
+
+
+def task_classes() -> dict[str, type[SUT]]:
+    """Every known task's SUT class, by task name (``multiclass``, ``binary``, ``detection``, then any other
+    task a loaded :class:`SUT` subclass defines)."""
+    import hynea_pl.suts.detector  # noqa: F401  (registers detection; ultralytics itself loads lazily)
+
+    return dict(_TASK_CLASSES)
+
+
+def task_class(task: str) -> type[SUT]:
+    """The SUT class that owns ``task`` (e.g. a record's ``task``): its class methods read records of it."""
+    classes = task_classes()
+    if task not in classes:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(classes)}")
+    return classes[task]

@@ -16,11 +16,17 @@ The origin's decisions are passed explicitly: a case fixes its BCE targets once 
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.suts.base import SUT, Preprocess
+
+if TYPE_CHECKING:
+    from hynea_pl.schema import CaseRecord
 
 CELEBA_ATTRIBUTES = [
     "5_o_Clock_Shadow", "Arched_Eyebrows", "Attractive", "Bags_Under_Eyes", "Bald", "Bangs", "Big_Lips", "Big_Nose",
@@ -32,6 +38,14 @@ CELEBA_ATTRIBUTES = [
 ]
 
 
+def attribute_margin(logits: torch.Tensor, origin_logits: torch.Tensor, attribute: int) -> torch.Tensor:
+    """``(B,)``: the tested attribute's logit of ``logits (B, K)`` signed toward the origin's decision on
+    ``origin_logits (1, K)`` (``+logit`` when the origin reads it present, i.e. ``> 0``; ``-logit`` otherwise):
+    positive while the decision holds, lower = closer to (or further past) the flip."""
+    sign = 1.0 if float(origin_logits[0, attribute]) > 0 else -1.0
+    return sign * logits[:, attribute]
+
+
 class BinaryAttributeSUT(SUT):
     """A multi-label model ``images (B, C, H, W) in [0, 1] -> logits (B, K)`` tested on one attribute.
 
@@ -41,6 +55,7 @@ class BinaryAttributeSUT(SUT):
     """
 
     task = "binary"
+    target_is_class = False  # the target is the tested attribute's index
 
     def __init__(self, model: nn.Module, attribute: int | str = 31, weights: str | None = None,
                  preprocess: Preprocess | None = None, strict: bool = True, control: str = "binary",
@@ -116,3 +131,34 @@ class BinaryAttributeSUT(SUT):
         if condition not in (0, 1):
             raise ValueError(f"a binary SUT's condition is the tested attribute's decision, 0 or 1, got {condition}")
         return self.prediction(origin_output) == int(condition)
+
+    # --- the baselines' margin ------------------------------------------------------------------------
+    def decision_margin(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """:func:`attribute_margin` of the case's tested attribute (``target``)."""
+        return attribute_margin(output.float(), origin_output.float(), int(target[0]))
+
+    # --- as the validity oracle -----------------------------------------------------------------------
+    def judge_reading(self, output: torch.Tensor, target: int | None) -> tuple[int, float]:
+        """Whether logit ``target`` (the case's tested attribute, or the class a detection case suppresses: a
+        multi-label "class k is present" judge) is positive, and the probability of that reading."""
+        p = float(output.float()[0, target].sigmoid())
+        return int(p > 0.5), max(p, 1 - p)
+
+    # --- a finished record ----------------------------------------------------------------------------
+    @classmethod
+    def recorded_decisions(cls, record: CaseRecord) -> tuple[int | None, int | None]:
+        """The sign of the case's tested logit (``target``) in origin and result; the recorded labels when the
+        logits are missing."""
+        if record.target is not None and record.origin_pred and record.result_pred:
+            return int(record.origin_pred[record.target] > 0), int(record.result_pred[record.target] > 0)
+        return record.origin_label, record.result_label
+
+    @classmethod
+    def case_metrics(cls, origin: torch.Tensor, result: torch.Tensor, target: int,
+                     equations: ModuleType) -> dict[str, float | None] | None:
+        """Eq. 10 (the tested attribute's sign changed) and the escape ratio (eq. 14, with other attributes)."""
+        o, r = origin.reshape(1, -1), result.reshape(1, -1)
+        if not 0 <= target < o.shape[1]:
+            return None
+        esc = float(equations.binary_escape_ratio(o, r, target)) if o.shape[1] > 1 else None
+        return {"mr": float(equations.binary_misclassification_rate(o, r, target)), "esc": esc, "cr": None}

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import math
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
 from hynea_pl.suts.base import SUT
+
+if TYPE_CHECKING:
+    from hynea_pl.schema import CaseRecord
+
+
+def origin_margin(logits: torch.Tensor, label: int) -> torch.Tensor:
+    """``logits[:, label] - max_{j != label} logits[:, j]`` per row ``(B,)``: negative once the label lost."""
+    if logits.ndim != 2 or logits.shape[1] < 2:
+        raise ValueError(f"expected logits (B, K >= 2), got shape {tuple(logits.shape)}")
+    own = logits[:, label]
+    others = logits.clone()
+    others[:, label] = -math.inf
+    return own - others.max(dim=1).values
 
 
 class ClassifierSUT(SUT):
@@ -16,6 +33,7 @@ class ClassifierSUT(SUT):
     """
 
     task = "multiclass"
+    decision_is_class = True
 
     def prediction(self, output: torch.Tensor) -> torch.Tensor:
         return output.argmax(-1)
@@ -60,3 +78,33 @@ class ClassifierSUT(SUT):
         if condition is None:
             return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
         return origin_output.argmax(-1) == condition
+
+    # --- the baselines' margin ------------------------------------------------------------------------
+    def has_margin(self, output: torch.Tensor) -> bool:
+        """Logits ``(B, K >= 2)`` (a margin needs a class to lose to)."""
+        return output.ndim == 2 and output.shape[1] >= 2
+
+    def decision_margin(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """:func:`origin_margin` of the origin's predicted class: its logit minus the best other logit."""
+        return origin_margin(output.float(), int(self.prediction(origin_output)[0]))
+
+    # --- as the validity oracle -----------------------------------------------------------------------
+    def judge_reading(self, output: torch.Tensor, target: int | None) -> tuple[int, float]:
+        """The most probable class and its probability (the case's target plays no part)."""
+        probs = output.float().softmax(-1)[0]
+        label = int(probs.argmax())
+        return label, float(probs[label])
+
+    # --- a finished record ----------------------------------------------------------------------------
+    @classmethod
+    def reference_decision(cls, record: CaseRecord, judges_origin_label: int) -> int:
+        """The conditioning class (``origin_class``); the judges' reading of the origin when it is unconditional."""
+        return record.origin_class if record.origin_class is not None else judges_origin_label
+
+    @classmethod
+    def case_metrics(cls, origin: torch.Tensor, result: torch.Tensor, target: int,
+                     equations: ModuleType) -> dict[str, float | None] | None:
+        """Eq. 9 (argmax changed) and the escape ratio (eqs. 12-13, with at least two classes)."""
+        o, r = origin.reshape(1, -1), result.reshape(1, -1)
+        esc = float(equations.escape_ratio(o, r)) if o.shape[1] > 1 else None
+        return {"mr": float(equations.misclassification_rate(o, r)), "esc": esc, "cr": None}

@@ -32,12 +32,20 @@ Task semantics (paper eqs. 6, 11, 15; REFERENCE.md):
 
 from __future__ import annotations
 
+import math
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.paths import resolve_path
 from hynea_pl.suts.base import SUT, Preprocess
+from hynea_pl.suts.binary import BinaryAttributeSUT
+
+if TYPE_CHECKING:
+    from hynea_pl.schema import CaseRecord
 
 
 def load_yolo(model: str | nn.Module, nc: int | None = None) -> nn.Module:
@@ -75,6 +83,17 @@ def _detection_cross_entropy(output: torch.Tensor, labels: torch.Tensor) -> torc
     return F.cross_entropy(output.flatten(0, 1), labels.flatten())
 
 
+def detection_margin(logits: torch.Tensor, cls: int) -> torch.Tensor:
+    """``(B,)`` for top-k detection logits ``(B, k, nc)``: the largest, over the k detections, of the class's logit
+    minus that detection's best other logit; negative once no detection's argmax is ``cls`` (the detection flip)."""
+    if logits.ndim != 3 or logits.shape[-1] < 2:
+        raise ValueError(f"expected detection logits (B, k, nc >= 2), got shape {tuple(logits.shape)}")
+    own = logits[..., cls]
+    others = logits.clone()
+    others[..., cls] = -math.inf
+    return (own - others.max(dim=-1).values).max(dim=-1).values
+
+
 class YOLODetectorSUT(SUT):
     """An ultralytics YOLOv8 detector under test; see the module docstring.
 
@@ -85,6 +104,7 @@ class YOLODetectorSUT(SUT):
     """
 
     task = "detection"
+    misclassification_is_flip = False  # eq. 11 is the fraction of top-k detections whose class changed
 
     def __init__(self, model: str | nn.Module = "yolov8n.pt", imgsz: int = 640, class_id: int | None = None,
                  top_k: int = 5, nc: int | None = None, weights: str | None = None, strict: bool = True,
@@ -192,5 +212,52 @@ class YOLODetectorSUT(SUT):
         confident = best.values.sigmoid() > self.origin_confidence
         return ((best.indices == int(condition)) & confident).any(-1)
 
+    # --- the baselines' margin ------------------------------------------------------------------------
+    def decision_margin(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """:func:`detection_margin` of the class to suppress (``target``)."""
+        return detection_margin(output.float(), int(target[0]))
 
-__all__ = ["YOLODetectorSUT", "load_yolo"]
+    # --- the record of a result -----------------------------------------------------------------------
+    def decision_fields(self, origin_output: torch.Tensor, output: torch.Tensor, target: torch.Tensor,
+                        origin_image: torch.Tensor, result_image: torch.Tensor,
+                        equations: ModuleType) -> dict[str, Any]:
+        """``confidence_reduction`` (eq. 15 on the logits) and, for the galleries (paper Fig. 6), the top-k boxes on
+        origin and result (``origin_boxes`` / ``result_boxes``; a re-read of images already scored, not a SUT
+        evaluation of a new image)."""
+        reduction = equations.confidence_reduction(origin_output, output, target, from_logits=True)
+        return {"confidence_reduction": float(reduction),
+                "origin_boxes": self.boxes(origin_image.to(origin_output.device))[0],
+                "result_boxes": self.boxes(result_image)[0]}
+
+    # --- as the validity oracle -----------------------------------------------------------------------
+    def judge_reading(self, output: torch.Tensor, target: int | None) -> tuple[int, float]:
+        """Whether any top-k detection still predicts class ``target``, and the class's best confidence."""
+        logits = output.float()[0]
+        present = bool((logits.argmax(-1) == target).any())
+        return int(present), float(logits[:, target].sigmoid().max())
+
+    # --- a finished record ----------------------------------------------------------------------------
+    @classmethod
+    def judged_by(cls, oracle_task: str) -> bool:
+        """A detector, or a multi-label attribute model whose logit ``k`` says "class k is present"."""
+        return oracle_task in (cls.task, BinaryAttributeSUT.task)
+
+    @classmethod
+    def recorded_decisions(cls, record: CaseRecord) -> tuple[int | None, int | None]:
+        """1 in the origin (a case starts from a detection of its class), then 1 while the class is still among
+        the top-k (0 once flipped)."""
+        return 1, int(not record.flipped)
+
+    @classmethod
+    def case_metrics(cls, origin: torch.Tensor, result: torch.Tensor, target: int,
+                     equations: ModuleType) -> dict[str, float | None] | None:
+        """Eq. 11 (the fraction of the k detections whose class changed) and eq. 15 (confidence reduction of the
+        suppressed class, from the logits); no escape ratio."""
+        if origin.dim() != 2 or not 0 <= target < origin.shape[-1]:
+            return None
+        o, r = origin.unsqueeze(0), result.unsqueeze(0)
+        return {"mr": float(equations.detection_misclassification_rate(o, r)), "esc": None,
+                "cr": float(equations.confidence_reduction(o, r, target, from_logits=True))}
+
+
+__all__ = ["YOLODetectorSUT", "detection_margin", "load_yolo"]

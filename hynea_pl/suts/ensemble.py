@@ -42,3 +42,9 @@ class EnsembleClassifierSUT(ClassifierSUT):
         readings: a verdict may ask them to be unanimous)."""
         return {name: int(member(images).argmax(-1)[0])
                 for name, member in zip(self.member_names, self.model.members)}
+
+    def judge_labels(self, output: torch.Tensor, images: torch.Tensor,
+                     target: int | None) -> tuple[list[int], dict[str, int] | None]:
+        """Every member's class on the result (:meth:`member_labels`), and the same by member name."""
+        labels = list(self.member_labels(images).values())
+        return labels, dict(zip(self.member_names, labels))
