@@ -43,6 +43,7 @@ from hynea_pl.metrics.functional import task as FT
 from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
+from hynea_pl.suts import task_class
 
 __all__ = ["ended_before_budget_rate", "evaluate_run", "records_row"]
 
@@ -50,7 +51,8 @@ NAN = float("nan")
 
 
 def _case_task_values(rec: CaseRecord) -> dict[str, float | None] | None:
-    """Per-case misclassification indicator / escape / confidence reduction; None when preds are unusable."""
+    """Per-case misclassification indicator / escape / confidence reduction, by the record's task
+    (:meth:`hynea_pl.suts.SUT.case_metrics`); None when preds are unusable."""
     try:
         o = torch.as_tensor(rec.origin_pred, dtype=torch.float64)
         r = torch.as_tensor(rec.result_pred, dtype=torch.float64)
@@ -58,20 +60,7 @@ def _case_task_values(rec: CaseRecord) -> dict[str, float | None] | None:
         return None
     if o.shape != r.shape or o.numel() == 0 or rec.target is None:
         return None
-    if rec.task == "detection":
-        if o.dim() != 2 or not 0 <= rec.target < o.shape[-1]:
-            return None
-        o, r = o.unsqueeze(0), r.unsqueeze(0)
-        return {"mr": float(FT.detection_misclassification_rate(o, r)), "esc": None,
-                "cr": float(FT.confidence_reduction(o, r, rec.target, from_logits=True))}
-    o, r = o.reshape(1, -1), r.reshape(1, -1)
-    if rec.task == "binary":
-        if not 0 <= rec.target < o.shape[1]:
-            return None
-        esc = float(FT.binary_escape_ratio(o, r, rec.target)) if o.shape[1] > 1 else None
-        return {"mr": float(FT.binary_misclassification_rate(o, r, rec.target)), "esc": esc, "cr": None}
-    esc = float(FT.escape_ratio(o, r)) if o.shape[1] > 1 else None
-    return {"mr": float(FT.misclassification_rate(o, r)), "esc": esc, "cr": None}
+    return task_class(rec.task).case_metrics(o, r, rec.target, FT)
 
 
 def _mean(values: list[float]) -> float:
@@ -174,7 +163,7 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
             mr_ok.append(float(rec.flipped))
             continue
         mr_ok.append(vals["mr"])
-        if rec.task != "detection" and rec.flipped != bool(vals["mr"]):
+        if task_class(rec.task).misclassification_is_flip and rec.flipped != bool(vals["mr"]):
             mismatch += 1
         if vals["esc"] is not None:
             esc.append(vals["esc"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from torch import Tensor
 
 from hynea_pl.metrics._base import RunningMean
 from hynea_pl.metrics.functional import task as F
+from hynea_pl.schema import Task
+from hynea_pl.suts import BinaryAttributeSUT, ClassifierSUT
+from hynea_pl.suts.detector import YOLODetectorSUT
 
 __all__ = [
     "BinaryEscapeRatio",
@@ -99,27 +102,30 @@ class ConfidenceReduction(RunningMean):
         self._accumulate(F.confidence_drops(origin, result, target_class, self.from_logits))
 
 
-_TASKS = {
-    "multiclass": (MulticlassMisclassificationRate, MulticlassEscapeRatio),
-    "binary": (BinaryMisclassificationRate, BinaryEscapeRatio),
-    "detection": (DetectionMisclassificationRate, None),
+#: Each task's metrics (misclassification rate, escape ratio or None), by the task of its SUT class.
+_TASKS: dict[str, tuple[type[RunningMean], type[RunningMean] | None]] = {
+    ClassifierSUT.task: (MulticlassMisclassificationRate, MulticlassEscapeRatio),
+    BinaryAttributeSUT.task: (BinaryMisclassificationRate, BinaryEscapeRatio),
+    YOLODetectorSUT.task: (DetectionMisclassificationRate, None),
 }
 
 
 class MisclassificationRate:
-    """Task wrapper: ``MisclassificationRate(task="multiclass" | "binary" | "detection", **kwargs)`` returns the
-    matching metric (torchmetrics style)."""
+    """Task wrapper: ``MisclassificationRate(task=..., **kwargs)`` returns the matching metric (torchmetrics style)
+    for a SUT task (``multiclass``, ``binary`` or ``detection``: a SUT class's ``task``)."""
 
-    def __new__(cls, task: Literal["multiclass", "binary", "detection"] = "multiclass", **kwargs: Any):  # type: ignore[misc]
+    def __new__(cls, task: Task = ClassifierSUT.task, **kwargs: Any):  # type: ignore[misc]
         if task not in _TASKS:
             raise ValueError(f"unknown task {task!r}; choose from {sorted(_TASKS)}")
         return _TASKS[task][0](**kwargs)
 
 
 class EscapeRatio:
-    """Task wrapper: ``EscapeRatio(task="multiclass" | "binary", **kwargs)``. Not defined for detection."""
+    """Task wrapper: ``EscapeRatio(task=..., **kwargs)`` for ``multiclass`` and ``binary``. Not defined for
+    detection."""
 
-    def __new__(cls, task: Literal["multiclass", "binary"] = "multiclass", **kwargs: Any):  # type: ignore[misc]
+    def __new__(cls, task: Task = ClassifierSUT.task, **kwargs: Any):  # type: ignore[misc]
         if task not in _TASKS or _TASKS[task][1] is None:
-            raise ValueError(f"escape ratio is defined for 'multiclass' and 'binary', not {task!r}")
+            defined = " and ".join(repr(name) for name, (_, escape) in _TASKS.items() if escape is not None)
+            raise ValueError(f"escape ratio is defined for {defined}, not {task!r}")
         return _TASKS[task][1](**kwargs)

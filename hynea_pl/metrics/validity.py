@@ -19,49 +19,28 @@ from torch import Tensor
 from hynea_pl.metrics.functional.validity import verdict
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
-from hynea_pl.suts import SUT
+from hynea_pl.suts import SUT, task_class
 
 
 def judges_task(oracle_task: str, sut_task: str) -> bool:
-    """Whether an oracle of ``oracle_task`` can judge cases of ``sut_task``: the same task, or a multi-label
-    attribute oracle (class present / absent) for detection."""
-    return oracle_task == sut_task or (oracle_task, sut_task) == ("binary", "detection")
-
-
-def _decision(oracle: SUT, output: Tensor, record: CaseRecord) -> tuple[int, float]:
-    """The oracle's decision on one output ``(1, ...)`` in the task's terms, and its probability."""
-    if oracle.task == "multiclass":
-        probs = output.float().softmax(-1)[0]
-        label = int(probs.argmax())
-        return label, float(probs[label])
-    if oracle.task == "binary":
-        p = float(output.float()[0, record.target].sigmoid())
-        return int(p > 0.5), max(p, 1 - p)
-    if oracle.task == "detection":  # does any of the oracle's top-k detections still predict the class?
-        logits = output.float()[0]
-        present = bool((logits.argmax(-1) == record.target).any())
-        return int(present), float(logits[:, record.target].sigmoid().max())
-    raise ValueError(f"no validity rule for an oracle of task {oracle.task!r}")
+    """Whether an oracle of ``oracle_task`` can judge cases of ``sut_task``: the same task, or another the SUT's task
+    accepts (:meth:`hynea_pl.suts.SUT.judged_by`: a multi-label attribute oracle, class present / absent, for
+    detection)."""
+    if oracle_task == sut_task:
+        return True
+    try:
+        owner = task_class(sut_task)
+    except ValueError:  # a task no SUT class defines: only its own oracles
+        return False
+    return owner.judged_by(oracle_task)
 
 
 def sut_decisions(record: CaseRecord) -> tuple[int | None, int | None]:
-    """The SUT's decisions on origin and result in the oracle's terms: multiclass, the recorded classes; binary,
-    the sign of the case's tested logit (``target``; the recorded labels when the logits are missing); detection, 1
-    in the origin (a case starts from a detection of its class), then 1 while the class is still among the top-k
-    (0 once flipped)."""
-    if record.task == "detection":
-        return 1, int(not record.flipped)
-    if record.task == "binary" and record.target is not None and record.origin_pred and record.result_pred:
-        return int(record.origin_pred[record.target] > 0), int(record.result_pred[record.target] > 0)
-    return record.origin_label, record.result_label
-
-
-def _judge_labels(oracle: SUT, output: Tensor, result: Tensor, record: CaseRecord) -> list[int]:
-    """Each judge's decision on the result: every member of a multiclass ensemble (``member_labels``), else the
-    oracle's one decision (a unanimous multi-label oracle already combines its judges)."""
-    if oracle.task == "multiclass" and hasattr(oracle, "member_labels"):
-        return list(oracle.member_labels(result).values())
-    return [_decision(oracle, output, record)[0]]
+    """The SUT's decisions on origin and result in the oracle's terms (:meth:`hynea_pl.suts.SUT.recorded_decisions`
+    of the record's task): multiclass, the recorded classes; binary, the sign of the case's tested logit
+    (``target``; the recorded labels when the logits are missing); detection, 1 in the origin (a case starts from a
+    detection of its class), then 1 while the class is still among the top-k (0 once flipped)."""
+    return task_class(record.task).recorded_decisions(record)
 
 
 @torch.no_grad()
@@ -78,27 +57,25 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
     """
     if not judges_task(oracle.task, record.task):
         raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
+    sut = task_class(record.task)
     tensors = [*oracle.parameters(), *oracle.buffers()]
     device = tensors[0].device if tensors else torch.device("cpu")
     origin, result = origin.to(device), result.to(device)
-    origin_label, _ = _decision(oracle, oracle(origin), record)
+    origin_label, _ = oracle.judge_reading(oracle(origin), record.target)
     output = oracle(result)
-    result_label, confidence = _decision(oracle, output, record)
-    judge_labels = _judge_labels(oracle, output, result, record)
-    sut_origin, sut_result = sut_decisions(record)
-    if record.task == "multiclass":
-        keep = record.origin_class if record.origin_class is not None else origin_label
-    else:
-        keep = sut_origin if sut_origin is not None else origin_label
+    result_label, confidence = oracle.judge_reading(output, record.target)
+    judge_labels, by_name = oracle.judge_labels(output, result, record.target)
+    _, sut_result = sut.recorded_decisions(record)
+    keep = sut.reference_decision(record, origin_label)
     fields: dict[str, Any] = {"oracle_origin_label": origin_label, "oracle_result_label": result_label,
                               "oracle_result_confidence": confidence}
-    if hasattr(oracle, "member_names") and oracle.task == "multiclass":
-        fields["judge_labels"] = dict(zip(oracle.member_names, judge_labels))
+    if by_name is not None:
+        fields["judge_labels"] = by_name
     realistic = None
     if realism is not None:
         readings = realism.readings(torch.cat([origin, result]).cpu())
         realistic = bool(readings["passed"][1])
         fields.update(origin_realistic=bool(readings["passed"][0]), realistic=realistic,
                       realism_score=float(readings["score"][1]))
-    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, record.task, realistic)
+    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, sut, realistic)
     return fields

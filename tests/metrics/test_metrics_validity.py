@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from hynea_pl.metrics.functional.validity import verdict
+from hynea_pl.suts import BinaryAttributeSUT, YOLODetectorSUT
 
 
 def test_multiclass_verdicts():
@@ -34,16 +35,16 @@ def test_an_unrealistic_result_is_degraded_not_a_valid_failure():
 
 
 def test_binary_and_detection_verdicts_have_no_third_class():
-    assert verdict(True, 1, [1], 0, task="binary") == "valid_failure"  # the judge keeps the attribute's sign
-    assert verdict(True, 1, [0], 0, task="binary") == "semantic_change"
-    assert verdict(True, 1, [1], 0, task="detection") == "valid_failure"  # the judge still detects the class
-    assert verdict(True, 1, [0], 0, task="detection") == "semantic_change"
-    assert verdict(False, 1, [0], 1, task="detection") == "no_flip"
+    assert verdict(True, 1, [1], 0, sut=BinaryAttributeSUT) == "valid_failure"  # the judge keeps the attribute's sign
+    assert verdict(True, 1, [0], 0, sut=BinaryAttributeSUT) == "semantic_change"
+    assert verdict(True, 1, [1], 0, sut=YOLODetectorSUT) == "valid_failure"  # the judge still detects the class
+    assert verdict(True, 1, [0], 0, sut=YOLODetectorSUT) == "semantic_change"
+    assert verdict(False, 1, [0], 1, sut=YOLODetectorSUT) == "no_flip"
 
 
 def test_a_result_the_judge_reads_as_the_sut_does_is_never_a_valid_failure():
     # the judge already read the origin as the SUT's new decision: the flip corrected the SUT, it revealed no fault
-    assert verdict(True, 0, [0], 0, task="binary") == "semantic_change"
+    assert verdict(True, 0, [0], 0, sut=BinaryAttributeSUT) == "semantic_change"
     assert verdict(True, 3, [3], 3) == "semantic_change"  # unconditional origin: the judge read a 3, the SUT now too
 
 

@@ -5,12 +5,13 @@ reveals a fault of the SUT."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 VERDICTS = ("valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip")
 
 
 def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], sut_result_label: int | None,
-            task: str = "multiclass", realistic: bool | None = None) -> str:
+            sut: Any = None, realistic: bool | None = None) -> str:
     """One case's verdict.
 
     Args:
@@ -22,14 +23,17 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
         judge_labels: each judge's decision on the result, in the same terms (one entry for a single judge).
         sut_result_label: the SUT's decision on the result, in the same terms (detection: 1 while the class is
             still among its top-k); ``None`` when unknown.
-        task: the SUT's task.
+        sut: the SUT of the case, or its class (:func:`hynea_pl.suts.task_class` of the record's task): its
+            ``decision_is_class`` says what the judges agreeing on a third decision means; ``None``: a class
+            decision (multiclass).
         realistic: whether the result passed the realism (typicality) test; ``None``: no test configured.
     Returns:
         ``no_flip`` when the SUT did not flip; ``ambiguous`` when the judges are split; ``semantic_change`` when
         they read what the SUT reads on the result (the image changed, the SUT was right: never a failure);
         ``valid_failure`` when they keep the reference and the result is realistic, ``degraded`` when they keep
         it but the result is off the real-input manifold (a scribble the class can still be read in); otherwise
-        ``ambiguous`` (multiclass: a third class) or ``semantic_change`` (binary, detection: the reference is lost).
+        ``ambiguous`` when the SUT decides a class (``decision_is_class``, multiclass: a third class), else
+        ``semantic_change`` (binary, detection: the reference is lost).
     """
     if not flipped:
         return "no_flip"
@@ -42,4 +46,4 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
         return "semantic_change"
     if label == reference_label:
         return "degraded" if realistic is False else "valid_failure"
-    return "ambiguous" if task == "multiclass" else "semantic_change"
+    return "ambiguous" if sut is None or sut.decision_is_class else "semantic_change"
