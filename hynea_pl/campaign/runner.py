@@ -22,7 +22,7 @@ from hynea_pl.campaign.tracking import track_campaign
 from hynea_pl.errors import one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics import ms_ssim
-from hynea_pl.metrics.functional.task import confidence_reduction
+from hynea_pl.metrics.functional import task as FT
 from hynea_pl.images import as_saved
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.metrics.validity import judge_case
@@ -116,11 +116,9 @@ def fill_outcome(record: CaseRecord, model: TestCaseModule, folder: RunFolder, o
     record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
     record.result_step = result.step
     origin, image = model.origin_image.cpu(), saved.cpu()
-    if record.task == "detection":
-        record.confidence_reduction = float(confidence_reduction(origin_output, output, target, from_logits=True))
-        if hasattr(sut, "boxes"):  # for the galleries (paper Fig. 6); not a SUT evaluation of a new image
-            record.origin_boxes = sut.boxes(model.origin_image.to(device))[0]
-            record.result_boxes = sut.boxes(saved)[0]
+    # the task's own fields (detection: confidence reduction, and the boxes the galleries draw, paper Fig. 6)
+    for key, value in sut.decision_fields(origin_output, output, target, model.origin_image, saved, FT).items():
+        setattr(record, key, value)
     record.ms_ssim = float(ms_ssim(image, origin))
     record.distance = float(frobenius_distance(origin, image))
     for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():

@@ -15,7 +15,7 @@ import lightning as L
 import torch
 
 from hynea_pl.generators import Generator
-from hynea_pl.suts import SUT
+from hynea_pl.suts import SUT, task_classes
 
 
 @dataclass
@@ -49,8 +49,9 @@ class TestCaseModule(L.LightningModule):
 
     #: Name written into records (``hynea``, ``giftbench-low-1e-4``, ...).
     method_name: str = "method"
-    #: SUT tasks the method implements; the campaign refuses others before any case runs.
-    supported_tasks: ClassVar[tuple[str, ...]] = ("multiclass", "binary", "detection")
+    #: SUT tasks the method implements (the ``task`` of SUT classes, e.g. ``(ClassifierSUT.task,)``); the campaign
+    #: refuses others before any case runs. ``None``: every task a SUT class defines.
+    supported_tasks: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -71,9 +72,10 @@ class TestCaseModule(L.LightningModule):
     @classmethod
     def check_task(cls, task: str, name: str | None = None) -> None:
         """Raise :class:`UnsupportedTaskError` (one line) when the method does not implement ``task``."""
-        if task not in cls.supported_tasks:
+        supported = cls.supported_tasks if cls.supported_tasks is not None else tuple(task_classes())
+        if task not in supported:
             raise UnsupportedTaskError(
-                f"{name or cls.method_name} is implemented for {', '.join(cls.supported_tasks)} SUTs, not {task!r}")
+                f"{name or cls.method_name} is implemented for {', '.join(supported)} SUTs, not {task!r}")
 
     @property
     def evals_per_step(self) -> int:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from hynea_pl.report.compare import format_value, metric_value
 from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import task_class
 
 __all__ = ["confusion_counts", "mean_sd", "metric", "rq1_table", "rq2_table", "run_labels", "unavailable_notes"]
 
@@ -135,12 +136,12 @@ MAX_SQUARE_LABELS = 30
 
 
 def confusion_counts(records: Sequence[CaseRecord]) -> pd.DataFrame:
-    """Cases per (origin class, SUT label on the result) of a multiclass run, over the cases that ran and have
-    both labels: rows the origin classes, columns every class seen (origin classes and SUT labels, so an
-    unchanged label sits on the diagonal; only the SUT labels seen when they are more than
-    :data:`MAX_SQUARE_LABELS`). Empty when there is no such case."""
+    """Cases per (origin class, SUT label on the result) of a multiclass run (its SUT decides a class,
+    ``decision_is_class``), over the cases that ran and have both labels: rows the origin classes, columns every
+    class seen (origin classes and SUT labels, so an unchanged label sits on the diagonal; only the SUT labels seen
+    when they are more than :data:`MAX_SQUARE_LABELS`). Empty when there is no such case."""
     pairs = [(r.origin_class, r.result_label) for r in records
-             if r.is_case and r.ok and r.task == "multiclass" and r.origin_class is not None
+             if r.is_case and r.ok and task_class(r.task).decision_is_class and r.origin_class is not None
              and r.result_label is not None]
     if not pairs:
         return pd.DataFrame()
