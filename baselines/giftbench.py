@@ -8,9 +8,10 @@ stagnates and resets when it improves; latents are clamped to the observed range
 origin logit - best other logit; the search stops when it drops below 0. Images are sampled without gradients.
 
 Other tasks (HyNeA's paper runs GIFTbench on its detection task too; REFERENCE.md states only the multiclass
-fitness): the same margin in the task's terms, :func:`baselines.search.decision_margin`: binary, the tested
-attribute's logit signed toward the origin's decision; detection, the suppressed class's best margin over the top-k
-detections. Each is negative exactly when the SUT's decision flipped, so the stop rule is unchanged.
+fitness): the same margin in the task's terms, the SUT's :meth:`~hynea_pl.suts.SUT.decision_margin` (multiclass:
+exactly the fitness above): binary, the tested attribute's logit signed toward the origin's decision; detection, the
+suppressed class's best margin over the top-k detections. Each is negative exactly when the SUT's decision flipped,
+so the stop rule is unchanged.
 
 Per generation the history also records the appendix C diagnostics of HyNeA's paper: the fraction of latents whose
 squared norm exceeds the 99th percentile of chi-square(d) and the Anderson-Darling statistic of the latent values.
@@ -26,7 +27,6 @@ from torch import Tensor
 
 from baselines.search import (
     PopulationSearchCase,
-    decision_margin,
     draw_crossover_point,
     draw_parents,
     origin_margin,
@@ -135,7 +135,7 @@ class GIFTbenchCase(PopulationSearchCase):
     """
 
     method_name = "giftbench"
-    supported_tasks = ("multiclass", "binary", "detection")  # the fitness is the task's decision margin
+    supported_tasks = None  # every task: the fitness is the SUT's decision margin
 
     def __init__(
         self,
@@ -184,9 +184,8 @@ class GIFTbenchCase(PopulationSearchCase):
         return self.generator.sample(genomes, self.origin_class)
 
     def fitness(self, genomes: Tensor, outputs: Tensor, found: Tensor) -> Tensor:
-        if self.sut.task == "multiclass":
-            return margin_fitness(outputs.float(), self.origin_label)
-        return decision_margin(outputs, self.origin_output, self.origin_label, int(self.target[0]), self.sut.task)
+        """The SUT's decision margin (multiclass: :func:`margin_fitness`, the origin logit minus the best other)."""
+        return self.sut.decision_margin(outputs, self.origin_output, self.target)
 
     def next_generation(self, survivors: Tensor, improved: bool) -> Tensor:
         self.pert = update_pert(self.pert, self.base_pert, improved)

@@ -57,7 +57,7 @@ from torch import Tensor
 from baselines.search import PopulationSearchCase
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.objectives import frobenius_distance
-from hynea_pl.suts import SUT
+from hynea_pl.suts import SUT, BinaryAttributeSUT, ClassifierSUT
 
 
 # ---------------------------------------------------------------------- pure operators
@@ -119,7 +119,7 @@ class MimicryCase(PopulationSearchCase):
     """
 
     method_name = "mimicry"
-    supported_tasks = ("multiclass", "binary")
+    supported_tasks = (ClassifierSUT.task, BinaryAttributeSUT.task)
 
     def __init__(
         self,
@@ -149,7 +149,7 @@ class MimicryCase(PopulationSearchCase):
             raise ValueError(f"layers must be a non-empty subset of 0..{generator.num_ws - 1}, got {layers}")
         if rival_draws < 1:
             raise ValueError(f"rival_draws must be >= 1, got {rival_draws}")
-        if rival_draws != 1 and getattr(sut, "task", None) != "binary":
+        if rival_draws != 1 and getattr(sut, "target_is_class", True):
             raise ValueError("rival_draws is for a binary SUT: a multiclass wn is a latent of the rival class")
         self.rival_draws = rival_draws
         self._distances: dict[bytes, Tensor] = {}
@@ -167,7 +167,7 @@ class MimicryCase(PopulationSearchCase):
     def setup_search(self) -> None:
         gen, c = self.generator, self.origin_class
         self.w0 = gen.styles(self.noise, c)
-        if self.sut.task == "binary":
+        if not self.sut.target_is_class:  # binary: the target is an attribute, no class to draw wn from
             self.rival = None
             # skip the stream's first z: with the default search seed (= seed) it is the origin's own z
             draws = [torch.randn((1, gen.z_dim), generator=self.rng) for _ in range(1 + self.rival_draws)][1:]
@@ -261,4 +261,4 @@ class MimicryCase(PopulationSearchCase):
             return base
         info = {**base, "rival": self.rival, "psi": self.generator.truncation_psi, "layers": self.layers,
                 "alphas": self._result_alphas, "algorithm": "pymoo.AGEMOEA2(LHS)"}
-        return {**info, **self.rival_info} if self.sut.task == "binary" else info
+        return info if self.sut.target_is_class else {**info, **self.rival_info}

@@ -36,6 +36,10 @@ from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.suts import SUT
+# the margins behind each SUT's decision_margin (hynea_pl.suts), still importable from here
+from hynea_pl.suts.binary import attribute_margin  # noqa: F401
+from hynea_pl.suts.classifier import origin_margin  # noqa: F401
+from hynea_pl.suts.detector import detection_margin  # noqa: F401
 
 
 # ---------------------------------------------------------------------- shared pure operators
@@ -79,47 +83,6 @@ def randn_like_on_cpu(x: Tensor, rng: torch.Generator) -> Tensor:
 def descends_from(values: Sequence[float], start: float) -> bool:
     """Whether a probe schedule starts at ``start`` (the origin's setting) and strictly descends from there."""
     return bool(values) and values[0] == start and all(b < a for a, b in zip(values, values[1:]))
-
-
-def origin_margin(logits: Tensor, label: int) -> Tensor:
-    """``logits[:, label] - max_{j != label} logits[:, j]`` per row ``(B,)``: negative once the label lost."""
-    if logits.ndim != 2 or logits.shape[1] < 2:
-        raise ValueError(f"expected logits (B, K >= 2), got shape {tuple(logits.shape)}")
-    own = logits[:, label]
-    others = logits.clone()
-    others[:, label] = -math.inf
-    return own - others.max(dim=1).values
-
-
-def attribute_margin(logits: Tensor, origin_logits: Tensor, attribute: int) -> Tensor:
-    """``(B,)``: the tested attribute's logit of ``logits (B, K)`` signed toward the origin's decision on
-    ``origin_logits (1, K)`` (``+logit`` when the origin reads it present, i.e. ``> 0``; ``-logit`` otherwise):
-    positive while the decision holds, lower = closer to (or further past) the flip."""
-    sign = 1.0 if float(origin_logits[0, attribute]) > 0 else -1.0
-    return sign * logits[:, attribute]
-
-
-def detection_margin(logits: Tensor, cls: int) -> Tensor:
-    """``(B,)`` for top-k detection logits ``(B, k, nc)``: the largest, over the k detections, of the class's logit
-    minus that detection's best other logit; negative once no detection's argmax is ``cls`` (the detection flip)."""
-    if logits.ndim != 3 or logits.shape[-1] < 2:
-        raise ValueError(f"expected detection logits (B, k, nc >= 2), got shape {tuple(logits.shape)}")
-    own = logits[..., cls]
-    others = logits.clone()
-    others[..., cls] = -math.inf
-    return (own - others.max(dim=-1).values).max(dim=-1).values
-
-
-def decision_margin(outputs: Tensor, origin_outputs: Tensor, origin_label: int, target: int, task: str) -> Tensor:
-    """How far each SUT output ``(B, ...)`` still holds the origin's decision ``(B,)`` (negative: flipped), per task:
-    multiclass: :func:`origin_margin` of the origin's label; binary: :func:`attribute_margin` of the tested
-    attribute; detection: :func:`detection_margin` of the class to suppress (``target``)."""
-    outputs = outputs.float()
-    if task == "binary":
-        return attribute_margin(outputs, origin_outputs.float(), target)
-    if task == "detection":
-        return detection_margin(outputs, target)
-    return origin_margin(outputs, origin_label)
 
 
 # ---------------------------------------------------------------------- the Lightning search case
@@ -327,11 +290,10 @@ class PopulationSearchCase(TestCaseModule):
         return {"loss": torch.tensor(generation_best), "found": any_found}
 
     def margin(self, outputs: Tensor) -> Tensor:
-        """Tie-breaker between equal fitness values (lower = closer to a flip): :func:`decision_margin` in the SUT's
-        task (zeros for an output it cannot read)."""
-        task = self.sut.task
-        if task in ("binary", "detection") or (outputs.ndim == 2 and outputs.shape[1] >= 2):
-            return decision_margin(outputs, self.origin_output, self.origin_label, int(self.target[0]), task)
+        """Tie-breaker between equal fitness values (lower = closer to a flip): the SUT's
+        :meth:`~hynea_pl.suts.SUT.decision_margin` (zeros for an output it cannot read, ``SUT.has_margin``)."""
+        if self.sut.has_margin(outputs):
+            return self.sut.decision_margin(outputs, self.origin_output, self.target)
         return torch.zeros(outputs.shape[0], device=outputs.device)
 
     def _keep_result(self, images: Tensor, outputs: Tensor, fitness: Tensor, margin: Tensor, found: Tensor) -> None:

@@ -41,7 +41,7 @@ from baselines.search import Probe, ProbeSearchCase, descends_from
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.metrics.functional.image import l2_distance, ssim
 from hynea_pl.metrics.functional.search import ADAPTIVE_PSI_SCHEDULE, FIXED_PSI_SCHEDULE
-from hynea_pl.suts import SUT
+from hynea_pl.suts import SUT, ClassifierSUT
 
 SCHEDULES: dict[str, tuple[float, ...]] = {"fixed": FIXED_PSI_SCHEDULE, "adaptive": ADAPTIVE_PSI_SCHEDULE}
 #: Layer sets the truncation study used for style mixing (REFERENCE.md), tried in this order.
@@ -128,7 +128,7 @@ class TruncationProbeCase(ProbeSearchCase):
     """
 
     method_name = "truncation"
-    supported_tasks = ("multiclass",)
+    supported_tasks = (ClassifierSUT.task,)
 
     def __init__(
         self,

@@ -12,9 +12,9 @@ from tiny_components import tiny_generator
 from baselines import giftbench as gb
 from baselines import sinvad as sv
 from baselines.search import (
-    decision_margin, detection_margin, draw_crossover_point, draw_parents, origin_margin, select_survivors,
-    single_point_crossover,
+    detection_margin, draw_crossover_point, draw_parents, origin_margin, select_survivors, single_point_crossover,
 )
+from hynea_pl.suts import BinaryAttributeSUT, ClassifierSUT
 
 
 def rng(seed: int = 0) -> torch.Generator:
@@ -74,10 +74,12 @@ def test_detection_margin_is_negative_exactly_when_no_detection_predicts_the_cla
 
 def test_decision_margin_follows_the_task():
     logits = torch.tensor([[2.0, -1.0, 0.5]])
-    assert decision_margin(logits, logits, 0, 2, "multiclass").item() == pytest.approx(1.5)
-    # binary: the tested attribute's logit signed toward the origin's decision
-    assert decision_margin(logits, torch.tensor([[0.0, 1.0, 0.0]]), 0, 1, "binary").item() == pytest.approx(-1.0)
-    assert decision_margin(logits, torch.tensor([[0.0, -1.0, 0.0]]), 0, 1, "binary").item() == pytest.approx(1.0)
+    classifier, attributes = ClassifierSUT(torch.nn.Identity()), BinaryAttributeSUT(torch.nn.Identity(), attribute=0)
+    assert classifier.decision_margin(logits, logits, torch.tensor([2])).item() == pytest.approx(1.5)
+    # binary: the case's tested attribute's logit signed toward the origin's decision
+    target = torch.tensor([1])
+    assert attributes.decision_margin(logits, torch.tensor([[0.0, 1.0, 0.0]]), target).item() == pytest.approx(-1.0)
+    assert attributes.decision_margin(logits, torch.tensor([[0.0, -1.0, 0.0]]), target).item() == pytest.approx(1.0)
 
 
 def test_giftbench_perturbation_sizes_low_and_high():
