@@ -131,3 +131,28 @@ def test_an_ensemble_votes_by_mean_probability():
     assert ensemble.prediction(out).tolist() == [0, 0] and ensemble.task == "multiclass"
     with pytest.raises(ValueError, match="at least one member"):
         EnsembleClassifierSUT([])
+
+
+def test_a_task_is_one_sut_class_found_by_its_name(monkeypatch):
+    """Records name their task; its SUT class (registered when defined) reads them, and a method that supports every
+    task accepts a new one without any list to extend."""
+    from hynea_pl.methods.base import TestCaseModule
+    from hynea_pl.metrics.validity import judges_task
+    from hynea_pl.suts import SUT, BinaryAttributeSUT, YOLODetectorSUT, base, task_class, task_classes
+
+    assert task_classes() == {"multiclass": ClassifierSUT, "binary": BinaryAttributeSUT,
+                              "detection": YOLODetectorSUT}
+    assert task_class("detection").judged_by("binary") and not task_class("binary").judged_by("detection")
+    monkeypatch.setattr(base, "_TASK_CLASSES", dict(base._TASK_CLASSES))  # the new task lives in this test only
+
+    class CountingSUT(SUT):
+        task = "counting"
+
+    class OtherCountingSUT(CountingSUT):  # a subclass of a task's class does not own the task
+        pass
+
+    assert task_class("counting") is CountingSUT and list(task_classes())[-1] == "counting"
+    assert judges_task("counting", "counting") and not judges_task("multiclass", "counting")
+    TestCaseModule.check_task("counting")
+    with pytest.raises(ValueError, match="unknown task 'segmentation'; known: multiclass, binary, detection, counting"):
+        task_class("segmentation")
