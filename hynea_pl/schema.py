@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from hynea_pl.verdicts import RATE_KEYS, VERDICTS, Verdict
+
 #: Bump when a field is added, removed or changes meaning.
 SCHEMA_VERSION = 4
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
@@ -33,15 +35,18 @@ READABLE_VERSIONS = (2, 3, 4)
 
 Task = Literal["multiclass", "binary", "detection"]
 
-#: The validity oracle's verdict on a case (judges that never steered the search, unanimous):
-#: ``valid_failure``: the SUT flipped, the judges unanimously still read the origin's class and the result passes
-#: the realism test (a real fault of the SUT);
-#: ``degraded``: the SUT flipped and the judges still read the origin's class, but the result is off the real-input
-#: manifold (it fails the realism test: a scribble, a broken stroke);
-#: ``semantic_change``: the SUT flipped and the judges read the SUT's new label (the image really changed class);
-#: ``ambiguous``: the SUT flipped and the judges are split or read a third class;
-#: ``no_flip``: the SUT's decision did not leave the origin's.
-Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip"]
+# ``Verdict``, the validity oracle's verdict on a case (judges that never steered the search, unanimous), is
+# defined in :mod:`hynea_pl.verdicts` with its names and their meanings, and imported here.
+
+#: ``summary.json``'s keys, in order: the record-only part of a run's metrics row the campaign writes at its end
+#: (:func:`hynea_pl.campaign.summary.summarize_records`), each cost key naming the cases it averages.
+SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
+                *RATE_KEYS.values(), "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
+                "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all", "sut_evals_per_valid_failure",
+                "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
+                "median_ms_ssim_valid_failures", "realism_pass_origins", "realism_pass_results", "skipped_seeds")
+#: ``summary.json`` keys of older runs -> their current names (each cost key now says which cases it averages).
+LEGACY_KEYS = {"median_sut_evals": "median_sut_evals_flipped", "mean_sut_evals": "mean_sut_evals_flipped"}
 
 
 class RecordError(ValueError):
@@ -89,8 +94,7 @@ class CaseRecord(BaseModel):
     realism_score: float | None = Field(
         None, description="the result's typicality score: the largest percentile of its nearest-real-image "
                           "distance among held-out real images' (pixel and embedding space)")
-    verdict: Verdict | None = Field(None, description="valid_failure / degraded / semantic_change / ambiguous / "
-                                                      "no_flip")
+    verdict: Verdict | None = Field(None, description=" / ".join(VERDICTS))
     # --- cost ------------------------------------------------------------------------------------------------
     sut_evals: int = Field(0, description="SUT evaluations of images not scored before in this case")
     steps: int = Field(0, description="optimisation steps (HyNeA) or generations (population searches)")
@@ -162,4 +166,5 @@ def write_records(path: Path | str, records: Iterable[CaseRecord]) -> None:
     Path(path).write_text("".join(record.to_json() + "\n" for record in records), encoding="utf-8")
 
 
-__all__ = ["READABLE_VERSIONS", "SCHEMA_VERSION", "CaseRecord", "RecordError", "Task", "Verdict", "parse_record", "read_records", "write_records"]
+__all__ = ["LEGACY_KEYS", "READABLE_VERSIONS", "SCHEMA_VERSION", "SUMMARY_KEYS", "CaseRecord", "RecordError", "Task",
+           "Verdict", "parse_record", "read_records", "write_records"]

@@ -10,16 +10,9 @@ from rich.table import Table
 
 from hynea_pl.metrics.rescore import records_row
 from hynea_pl.metrics.weights import to_record_value
-from hynea_pl.schema import CaseRecord
+from hynea_pl.schema import LEGACY_KEYS, SUMMARY_KEYS, CaseRecord
 
-SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
-                "valid_failure_rate", "degraded_rate", "semantic_change_rate", "ambiguous_rate", "escape_ratio",
-                "confidence_reduction", "median_sut_evals_flipped", "mean_sut_evals_flipped", "median_sut_evals_all",
-                "mean_sut_evals_all", "sut_evals_per_valid_failure", "ended_before_budget_rate", "mean_runtime_s",
-                "runtime_s_per_valid_failure", "median_ms_ssim", "median_ms_ssim_valid_failures",
-                "realism_pass_origins", "realism_pass_results", "skipped_seeds")
-#: ``summary.json`` keys of older runs -> their current names (each cost key now says which cases it averages).
-LEGACY_KEYS = {"median_sut_evals": "median_sut_evals_flipped", "mean_sut_evals": "mean_sut_evals_flipped"}
+__all__ = ["LEGACY_KEYS", "SUMMARY_KEYS", "read_summary", "summarize_records", "summary_table"]
 
 
 def summarize_records(records: Sequence[CaseRecord]) -> dict:

@@ -1,0 +1,31 @@
+"""The validity oracle's verdict names, defined once (:data:`hynea_pl.schema.Verdict` is this ``Verdict``).
+
+Every other module names a verdict through these constants, never by a string of its own:
+
+- ``valid_failure``: the SUT flipped, the judges unanimously still read the origin's class and the result passes the
+  realism test (a real fault of the SUT);
+- ``degraded``: the SUT flipped and the judges still read the origin's class, but the result is off the real-input
+  manifold (it fails the realism test: a scribble, a broken stroke);
+- ``semantic_change``: the SUT flipped and the judges read the SUT's new label (the image really changed class);
+- ``ambiguous``: the SUT flipped and the judges are split or read a third class;
+- ``no_flip``: the SUT's decision did not leave the origin's.
+
+A run's metrics row has one rate column per verdict of a flip (:data:`RATE_KEYS`: ``valid_failure_rate``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip"]
+#: Every verdict, in the order above.
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS, NO_FLIP = VERDICTS
+#: The verdicts of a flip (all but ``no_flip``).
+FLIP_VERDICTS: tuple[Verdict, ...] = (VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS)
+#: The metrics row's column of each flip verdict's rate over all cases: ``valid_failure_rate``, ``degraded_rate``, ...
+RATE_KEYS: dict[Verdict, str] = {verdict: f"{verdict}_rate" for verdict in FLIP_VERDICTS}
+VALID_FAILURE_RATE = RATE_KEYS[VALID_FAILURE]
+
+__all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "VALID_FAILURE",
+           "VALID_FAILURE_RATE", "VERDICTS", "Verdict"]
