@@ -67,7 +67,7 @@ def throughput(options: argparse.Namespace, processes: int) -> dict:
 
 
 def overheads(options: argparse.Namespace) -> dict:
-    from hynea_pl.campaign.cli import CampaignCLI, quiet_lightning_info
+    from hynea_pl.campaign.config import CampaignCLI, quiet_lightning_info
     from hynea_pl.campaign.runner import build_case
     from hynea_pl.campaign.cases import TestCase
 

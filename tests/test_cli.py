@@ -116,7 +116,7 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
 
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
     from hynea_pl.campaign.cases import TestCase
-    from hynea_pl.campaign.cli import CampaignCLI
+    from hynea_pl.campaign.config import CampaignCLI
     from hynea_pl.campaign.runner import build_case
 
     cli = CampaignCLI(args=tiny_args(tmp_path, "cfg")[1:])

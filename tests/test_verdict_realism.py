@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hynea_pl.campaign.cli import check_judge_independent
+from hynea_pl.campaign.config import check_judge_independent
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
 from hynea_pl.metrics.typicality import TypicalityRate, TypicalityTest

@@ -1,4 +1,4 @@
-"""``python -m hynea_pl fit``: LightningCLI over a campaign of test cases."""
+"""The campaign's config: the ``fit`` command's LightningCLI schema (sections, trainer defaults) and its checks."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ def find_record(run_dir: Path, case_id: str) -> CaseRecord:
 @torch.no_grad()
 def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
     """Rebuild the run's generator, SUT and the case's module from ``config.yaml``, load the adapter, regenerate."""
-    from hynea_pl.campaign.cli import CampaignCLI, quiet_lightning_info
+    from hynea_pl.campaign.config import CampaignCLI, quiet_lightning_info
     from hynea_pl.campaign.runner import build_case
 
     run_dir = Path(run_dir)
