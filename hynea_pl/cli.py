@@ -62,7 +62,7 @@ def _evaluate(args: list[str]) -> int:
     import json
     from pathlib import Path
 
-    from hynea_pl.metrics import evaluate_run
+    from hynea_pl.evaluation import evaluate_run
     from hynea_pl.report.compare import load_embedder, run_realism_inputs
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",

@@ -12,7 +12,7 @@ from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.callbacks.stop import note_stop
 from hynea_pl.campaign.summary import SUMMARY_KEYS, read_summary, summarize_records
-from hynea_pl.metrics.rescore import ended_before_budget_rate
+from hynea_pl.evaluation import ended_before_budget_rate
 from hynea_pl.schema import CaseRecord
 
 CASE = {"origin_class": 3, "seed": 5}

@@ -9,7 +9,7 @@ import pytest
 from test_cli import tiny_args
 
 from hynea_pl.cli import main
-from hynea_pl.metrics.functional.validity import VERDICTS
+from hynea_pl.verdicts import VERDICTS
 from hynea_pl.schema import read_records
 
 #: The tiny zoo's judges (tiny_args points the config's oracle at them) and its steering member.
@@ -56,7 +56,7 @@ def test_the_steering_member_may_steer_while_the_judges_judge(tiny_zoo, tmp_path
 
 
 def test_without_an_oracle_the_validity_columns_are_empty(tmp_path):
-    from hynea_pl.metrics.rescore import validity_columns
+    from hynea_pl.evaluation import validity_columns
     from hynea_pl.schema import CaseRecord
 
     cases = [CaseRecord(method="m", run="r", task="multiclass", case_id="c1-0", seed=1, origin_class=1, flipped=True)]

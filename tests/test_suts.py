@@ -137,7 +137,7 @@ def test_a_task_is_one_sut_class_found_by_its_name(monkeypatch):
     """Records name their task; its SUT class (registered when defined) reads them, and a method that supports every
     task accepts a new one without any list to extend."""
     from hynea_pl.methods.base import TestCaseModule
-    from hynea_pl.metrics.validity import judges_task
+    from hynea_pl.evaluation.judge import judges_task
     from hynea_pl.suts import SUT, BinaryAttributeSUT, YOLODetectorSUT, base, task_class, task_classes
 
     assert task_classes() == {"multiclass": ClassifierSUT, "binary": BinaryAttributeSUT,

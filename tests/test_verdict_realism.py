@@ -11,7 +11,7 @@ from hynea_pl.campaign.config import check_judge_independent
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
 from hynea_pl.metrics.typicality import TypicalityRate, TypicalityTest
-from hynea_pl.metrics.validity import judge_case
+from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families

@@ -22,7 +22,7 @@ from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
 from hynea_pl.suts.family import model_families
-from hynea_pl.metrics.validity import judges_task
+from hynea_pl.evaluation.judge import judges_task
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
 TRAINER_DEFAULTS = {

@@ -25,7 +25,7 @@ from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional import task as FT
 from hynea_pl.images import as_saved
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.metrics.validity import judge_case
+from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.progress import StepProgress
 from hynea_pl.schema import CaseRecord

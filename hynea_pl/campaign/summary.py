@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from hynea_pl.metrics.rescore import records_row
+from hynea_pl.evaluation.rescore import records_row
 from hynea_pl.metrics.weights import to_record_value
 from hynea_pl.schema import LEGACY_KEYS, SUMMARY_KEYS, CaseRecord
 
@@ -16,7 +16,7 @@ __all__ = ["LEGACY_KEYS", "SUMMARY_KEYS", "read_summary", "summarize_records", "
 
 
 def summarize_records(records: Sequence[CaseRecord]) -> dict:
-    """The run's summary from the shared metric module (:func:`hynea_pl.metrics.rescore.records_row`):
+    """The run's summary from the shared metric module (:func:`hynea_pl.evaluation.rescore.records_row`):
     ``n_cases`` (cases with a valid origin), ``flip_rate`` / ``target_reached_rate`` (flips, not valid failures),
     ``misclassification_rate`` (eqs. 9-11; a case with an error counts as not flipped), ``escape_ratio``
     (eqs. 12-14; not for detection), ``confidence_reduction`` (detection: mean of eq. 15 over the cases),

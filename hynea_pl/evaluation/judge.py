@@ -7,6 +7,9 @@ never be the model that steered the search (a method's ``reference``): the campa
 A detection case may also be judged by a multi-label attribute model (task ``binary``) whose logit ``k`` says
 "class k is present": its decision on the suppressed class answers the same question as a detector's (the digit
 scenes' oracle is such a model).
+
+:func:`judge_case` runs the oracle (and the realism test) on a case's images and applies the pure verdict,
+:func:`hynea_pl.metrics.functional.validity.verdict`; the campaign calls it when it fills a case's outcome.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from hynea_pl.metrics.functional.validity import verdict
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT, task_class
+
+__all__ = ["judge_case", "judges_task", "sut_decisions"]
 
 
 def judges_task(oracle_task: str, sut_task: str) -> bool:

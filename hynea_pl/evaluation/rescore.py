@@ -14,7 +14,8 @@ Conventions (the same for every method, since every method writes the same schem
   ``result_pred``) / cases. For multiclass and binary it equals ``flip_rate`` (``flipped_mismatch`` counts ok
   records where they disagree); for detection eq. 11 is the fraction of top-k detections whose class changed.
 - Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection, from the logits) over ok cases.
-- Validity (:func:`validity_columns`): the oracle's verdicts; ``valid_failure_rate`` is the honest failure rate.
+- Validity (:func:`validity_columns`): the oracle's verdicts (:mod:`hynea_pl.verdicts`); ``valid_failure_rate``
+  is the honest failure rate.
 - Cost columns say what they average: ``*_sut_evals_flipped`` over flipped cases (what a method needs to find a
   flip), ``*_sut_evals_all``, ``total_sut_evals`` and runtime over every case (errors included: budget was spent);
   ``sut_evals_per_valid_failure`` = the evaluations of all cases / valid failures.
@@ -44,8 +45,13 @@ from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
 from hynea_pl.suts import task_class
+from hynea_pl.verdicts import FLIP_VERDICTS, RATE_KEYS, VALID_FAILURE
 
-__all__ = ["ended_before_budget_rate", "evaluate_run", "records_row"]
+__all__ = ["METRICS_FILE", "ended_before_budget_rate", "evaluate_run", "read_metrics", "records_row",
+           "validity_columns"]
+
+#: The file ``evaluate_run`` writes into the run folder.
+METRICS_FILE = "metrics.json"
 
 NAN = float("nan")
 
@@ -212,15 +218,14 @@ def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
     valid failures found. ``realism_pass_origins`` / ``realism_pass_results``: the fraction of origins / results
     that pass the realism test, over the cases it read. All ``None`` when no case was judged (no ``oracle``)."""
     judged = [r for r in cases if r.verdict is not None]
-    keys = ("n_judged", "valid_failure_rate", "degraded_rate", "semantic_change_rate", "ambiguous_rate",
-            "n_valid_failures", "sut_evals_per_valid_failure", "runtime_s_per_valid_failure",
-            "median_ms_ssim_valid_failures", "realism_pass_origins", "realism_pass_results")
+    keys = ("n_judged", *RATE_KEYS.values(), "n_valid_failures", "sut_evals_per_valid_failure",
+            "runtime_s_per_valid_failure", "median_ms_ssim_valid_failures", "realism_pass_origins",
+            "realism_pass_results")
     if not judged:
         return dict.fromkeys(keys)
     n = len(cases)
-    valid = [r for r in judged if r.verdict == "valid_failure"]
-    count = {v: sum(r.verdict == v for r in judged) for v in ("valid_failure", "degraded", "semantic_change",
-                                                               "ambiguous")}
+    valid = [r for r in judged if r.verdict == VALID_FAILURE]
+    count = {v: sum(r.verdict == v for r in judged) for v in FLIP_VERDICTS}
 
     def pass_rate(values: list[bool | None]) -> float | None:
         read = [v for v in values if v is not None]
@@ -228,10 +233,7 @@ def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
 
     return {
         "n_judged": len(judged),
-        "valid_failure_rate": count["valid_failure"] / n,
-        "degraded_rate": count["degraded"] / n,
-        "semantic_change_rate": count["semantic_change"] / n,
-        "ambiguous_rate": count["ambiguous"] / n,
+        **{RATE_KEYS[v]: count[v] / n for v in FLIP_VERDICTS},
         "n_valid_failures": len(valid),
         "sut_evals_per_valid_failure": sum(r.sut_evals for r in cases) / len(valid) if valid else None,
         "runtime_s_per_valid_failure": sum(r.runtime_s for r in cases) / len(valid) if valid else None,
@@ -264,7 +266,7 @@ def evaluate_run(
             backbone weights from ``lpips_weights`` or the torch hub cache (unavailable when missing).
         realism_features, realism_reference: FID / KID / precision-recall of the results (and of the origins, the
             generator's own baseline) against real reference images, with these features
-            (:func:`hynea_pl.metrics.realism.run_realism`); ``None``: not computed.
+            (:func:`hynea_pl.evaluation.realism.run_realism`); ``None``: not computed.
     Returns:
         the JSON-safe row (NaN -> None; unavailable metrics as ``{"value": None, "unavailable": reason}``).
     """
@@ -319,7 +321,7 @@ def evaluate_run(
             row.update({k: unavailable_entry(exc) for k in emb_keys})
 
     if realism_features is not None:
-        from hynea_pl.metrics.realism import run_realism
+        from hynea_pl.evaluation.realism import run_realism
 
         realism = run_realism(run_dir, ok, realism_features, realism_reference, batch_size=batch_size)
         row["realism"] = realism
@@ -332,7 +334,17 @@ def evaluate_run(
                 row["n_realism" + suffix] = scores.get("n_images")
     row = to_record_value(row)
     if write:
-        with open(run_dir / "metrics.json", "w", encoding="utf-8") as fh:
+        with open(run_dir / METRICS_FILE, "w", encoding="utf-8") as fh:
             json.dump(row, fh, indent=2, allow_nan=False)
             fh.write("\n")
     return row
+
+
+def read_metrics(run_dir: Path | str) -> dict[str, Any] | None:
+    """The row :func:`evaluate_run` last wrote into ``run_dir/metrics.json``; ``None`` when there is none or when
+    ``records.jsonl`` changed after it was written (a resumed run: the row no longer describes its records)."""
+    run_dir = Path(run_dir)
+    path, records = run_dir / METRICS_FILE, run_dir / "records.jsonl"
+    if not path.is_file() or (records.is_file() and records.stat().st_mtime_ns > path.stat().st_mtime_ns):
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

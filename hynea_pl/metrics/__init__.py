@@ -1,6 +1,10 @@
 """Metrics of HyNeA, the latent-truncation study and SINVAD, as torchmetrics ``Metric`` classes with plain
 functional twins in :mod:`hynea_pl.metrics.functional`.
 
+A pure library: it computes numbers from tensors, labels and features, and imports nothing of the zoo, the
+campaign, the report or the evaluation layer. Reading run folders and running the judging models is
+:mod:`hynea_pl.evaluation`'s job; a baseline's constants (the truncation schedules) live with the baseline.
+
 - Task (HyNeA eqs. 9-15): :class:`MisclassificationRate`, :class:`EscapeRatio`, :class:`ConfidenceReduction`.
 - Image: :class:`MultiScaleSSIM` (scales chosen for the image size), :class:`SSIM`, :class:`L2Distance`,
   :class:`ScreeningGate`, :class:`LPIPS`, :class:`FrechetInceptionDistance`; :func:`ms_ssim` convenience.
@@ -10,9 +14,10 @@ functional twins in :mod:`hynea_pl.metrics.functional`.
 - Human study: :class:`FleissKappa`, :class:`WilcoxonSignedRank`, :class:`CohensD`.
 - Weights: :class:`MetricUnavailable`, :func:`unavailable_entry`, :func:`metric_entry`.
 - Realism against real images: :class:`Realism`, :func:`realism_scores` (FID / KID / PRDC on chosen features),
-  :func:`realism_features`, :func:`run_realism` (the zoo's features and reference digits:
-  :mod:`hynea_pl.zoo.realism`).
-- Re-scoring a run folder: :func:`evaluate_run`.
+  :func:`realism_features` (the zoo's features and reference digits: :mod:`hynea_pl.zoo.realism`; a run folder's
+  realism: :func:`hynea_pl.evaluation.run_realism`).
+- Validity: the pure verdict of a case, :func:`hynea_pl.metrics.functional.validity.verdict`; the realism test
+  :class:`~hynea_pl.metrics.typicality.TypicalityTest`.
 """
 
 from hynea_pl.metrics.backbones import InceptionFeatures, LPIPSDistance, ResNetEmbedder
@@ -27,8 +32,7 @@ from hynea_pl.metrics.image import (
     ScreeningGate,
     frechet_distance,
 )
-from hynea_pl.metrics.realism import Realism, realism_features, realism_scores, run_realism
-from hynea_pl.metrics.rescore import evaluate_run
+from hynea_pl.metrics.realism import Realism, realism_features, realism_scores
 from hynea_pl.metrics.search import (
     ClassEscapeMatrix,
     FaultRate,
@@ -88,7 +92,6 @@ __all__ = [
     "TraceDifference",
     "WilcoxonSignedRank",
     "embed",
-    "evaluate_run",
     "frechet_distance",
     "metric_entry",
     "ms_ssim",
@@ -96,7 +99,6 @@ __all__ = [
     "realism_scores",
     "resnet50_embedder",
     "resolve_checkpoint",
-    "run_realism",
     "select_ms_ssim_config",
     "unavailable_entry",
 ]

@@ -21,7 +21,7 @@ from torch import Tensor
 
 import yaml
 
-from hynea_pl.metrics.rescore import evaluate_run
+from hynea_pl.evaluation.rescore import evaluate_run
 from hynea_pl.schema import read_records
 
 #: Table columns (metric keys of ``evaluate_run``), in order; each cost column names the cases it averages

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-VERDICTS = ("valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip")
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, VALID_FAILURE, Verdict
+
+__all__ = ["verdict"]
 
 
 def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], sut_result_label: int | None,
-            sut: Any = None, realistic: bool | None = None) -> str:
+            sut: Any = None, realistic: bool | None = None) -> Verdict:
     """One case's verdict.
 
     Args:
@@ -36,14 +38,14 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
         ``semantic_change`` (binary, detection: the reference is lost).
     """
     if not flipped:
-        return "no_flip"
+        return NO_FLIP
     if not judge_labels:
         raise ValueError("a verdict needs at least one judge's label")
     if len(set(judge_labels)) > 1:
-        return "ambiguous"
+        return AMBIGUOUS
     label = judge_labels[0]
     if sut_result_label is not None and label == sut_result_label:
-        return "semantic_change"
+        return SEMANTIC_CHANGE
     if label == reference_label:
-        return "degraded" if realistic is False else "valid_failure"
-    return "ambiguous" if sut is None or sut.decision_is_class else "semantic_change"
+        return DEGRADED if realistic is False else VALID_FAILURE
+    return AMBIGUOUS if sut is None or sut.decision_is_class else SEMANTIC_CHANGE

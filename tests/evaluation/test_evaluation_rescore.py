@@ -9,7 +9,8 @@ import torch
 from PIL import Image
 
 from hynea_pl.images import load_image
-from hynea_pl.metrics import evaluate_run, ms_ssim
+from hynea_pl.evaluation import evaluate_run
+from hynea_pl.metrics import ms_ssim
 from hynea_pl.schema import SCHEMA_VERSION
 
 
