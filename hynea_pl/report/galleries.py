@@ -10,15 +10,16 @@ from pathlib import Path
 
 from hynea_pl.report.grid import case_grid
 from hynea_pl.schema import CaseRecord
+from hynea_pl.verdicts import SEMANTIC_CHANGE, VALID_FAILURE, Verdict
 
 __all__ = ["GALLERIES", "Gallery", "write_galleries"]
 
 #: (key, title, which cases): the galleries of a run, in order.
-GALLERIES: tuple[tuple[str, str, str | None], ...] = (
+GALLERIES: tuple[tuple[str, str, Verdict | None], ...] = (
     ("cases", "all cases", None),
-    ("valid_failures", "valid failures (flipped, the oracle still reads the origin's class)", "valid_failure"),
+    ("valid_failures", "valid failures (flipped, the oracle still reads the origin's class)", VALID_FAILURE),
     ("semantic_changes", "semantic changes (flipped, the oracle reads the SUT's new label: not a fault)",
-     "semantic_change"),
+     SEMANTIC_CHANGE),
 )
 MIN_SIZE = 96
 

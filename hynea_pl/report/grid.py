@@ -14,6 +14,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from hynea_pl.images import load_image
 from hynea_pl.schema import CaseRecord
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, VALID_FAILURE
 
 __all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "upscale", "write_grids"]
 
@@ -23,11 +24,11 @@ WHITE: RGB = (255, 255, 255)
 PLACEHOLDER: RGB = (225, 225, 225)
 #: verdict -> (caption text, colour); None: no oracle judged the case.
 VERDICT_STYLE: dict[str | None, tuple[str, RGB]] = {
-    "valid_failure": ("valid failure", (0, 140, 0)),
-    "degraded": ("degraded", (180, 150, 0)),
-    "semantic_change": ("semantic change", (210, 0, 0)),
-    "ambiguous": ("ambiguous", (230, 120, 0)),
-    "no_flip": ("no flip", (130, 130, 130)),
+    VALID_FAILURE: ("valid failure", (0, 140, 0)),
+    DEGRADED: ("degraded", (180, 150, 0)),
+    SEMANTIC_CHANGE: ("semantic change", (210, 0, 0)),
+    AMBIGUOUS: ("ambiguous", (230, 120, 0)),
+    NO_FLIP: ("no flip", (130, 130, 130)),
     None: ("not judged", (90, 90, 90)),
 }
 ERROR_STYLE: tuple[str, RGB] = ("error", (140, 0, 160))
@@ -162,7 +163,7 @@ def write_grids(run_dir: Path, records: Sequence[CaseRecord]) -> list[Path]:
     if not cases:
         return []
     head = f"{cases[0].method} / {cases[0].run}"
-    valid = [r for r in cases if r.verdict == "valid_failure"]
+    valid = [r for r in cases if r.verdict == VALID_FAILURE]
     judged = sum(r.verdict is not None for r in cases)
     written = []
     for name, shown, title in (

@@ -13,6 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullFormatter, ScalarFormatter
 
+from hynea_pl.verdicts import VALID_FAILURE_RATE
+
 __all__ = ["LOG_DECADES", "confusion_plot", "distribution_plot", "needs_log_scale", "sweep_plot"]
 
 #: A distribution is drawn on a log axis when its positive values span more than this many decades.
@@ -107,7 +109,7 @@ def _rectangle(x: int, y: int):
 #: Panels of the learning-rate sweep: (column of the sweep table, its sd column or None, axis label).
 SWEEP_PANELS: tuple[tuple[str, str | None, str], ...] = (
     ("misclassification_rate", None, "misclassification (flips)"),
-    ("valid_failure_rate", None, "valid-failure rate"),
+    (VALID_FAILURE_RATE, None, "valid-failure rate"),
     ("mean_ms_ssim", "std_ms_ssim", "MS-SSIM (mean ± sd)"),
     ("fid", None, "FID"),
     ("mean_runtime_s", "std_runtime_s", "runtime s (mean ± sd)"),

@@ -11,11 +11,12 @@ import pandas as pd
 
 from hynea_pl.report.compare import REFERENCE_METHOD, run_config_section
 from hynea_pl.report.tables import metric
+from hynea_pl.verdicts import VALID_FAILURE_RATE
 
 __all__ = ["SWEEP_METRICS", "is_sweep", "run_learning_rates", "sweep_table"]
 
 #: metrics.json keys of the sweep table (and of :func:`hynea_pl.report.plots.sweep_plot`).
-SWEEP_METRICS = ("n_cases", "misclassification_rate", "valid_failure_rate", "mean_ms_ssim", "std_ms_ssim", "fid",
+SWEEP_METRICS = ("n_cases", "misclassification_rate", VALID_FAILURE_RATE, "mean_ms_ssim", "std_ms_ssim", "fid",
                  "mean_runtime_s", "std_runtime_s")
 
 def run_learning_rates(run_dir: Path | str) -> tuple[float | None, float | None]:

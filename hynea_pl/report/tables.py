@@ -14,6 +14,7 @@ import pandas as pd
 from hynea_pl.report.compare import format_value, metric_value
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import task_class
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, RATE_KEYS, SEMANTIC_CHANGE, VALID_FAILURE
 
 __all__ = ["confusion_counts", "mean_sd", "metric", "rq1_table", "rq2_table", "run_labels", "unavailable_notes"]
 
@@ -25,10 +26,10 @@ RQ1_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("escape ratio ↓", "escape_ratio", None),
     ("conf. reduction ↑", "confidence_reduction", "confidence_reduction_std"),
     ("judged", "n_judged", None),
-    ("valid failure ↑", "valid_failure_rate", None),
-    ("degraded", "degraded_rate", None),
-    ("semantic change", "semantic_change_rate", None),
-    ("ambiguous", "ambiguous_rate", None),
+    ("valid failure ↑", RATE_KEYS[VALID_FAILURE], None),
+    ("degraded", RATE_KEYS[DEGRADED], None),
+    ("semantic change", RATE_KEYS[SEMANTIC_CHANGE], None),
+    ("ambiguous", RATE_KEYS[AMBIGUOUS], None),
     ("MS-SSIM ↑ (mean ± sd)", "mean_ms_ssim", "std_ms_ssim"),
     ("LPIPS ↓ (mean ± sd)", "lpips", "lpips_std"),
     ("diversity ↑", "diversity", None),
