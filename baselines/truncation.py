@@ -40,9 +40,11 @@ from torch import Tensor
 from baselines.search import Probe, ProbeSearchCase, descends_from
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.metrics.functional.image import l2_distance, ssim
-from hynea_pl.metrics.functional.search import ADAPTIVE_PSI_SCHEDULE, FIXED_PSI_SCHEDULE
 from hynea_pl.suts import SUT, ClassifierSUT
 
+#: The truncation study's psi schedules (section 4.2.2): ``fixed`` and ``adaptive``, each descending from 1.0.
+FIXED_PSI_SCHEDULE: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
+ADAPTIVE_PSI_SCHEDULE: tuple[float, ...] = (1.0, 0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.60, 0.50)
 SCHEDULES: dict[str, tuple[float, ...]] = {"fixed": FIXED_PSI_SCHEDULE, "adaptive": ADAPTIVE_PSI_SCHEDULE}
 #: Layer sets the truncation study used for style mixing (REFERENCE.md), tried in this order.
 LAYER_SETS: tuple[tuple[int, ...], ...] = ((7,), (6,), (5,), (4,), (3,), (5, 6), (3, 4), (3, 4, 5, 6))
@@ -269,7 +271,7 @@ def table1_row(run_dir, embedder=None) -> dict[str, Any]:
 
     - ``seeds``: seeds drawn (each case's seed plus the seeds the campaign skipped to find a valid origin);
     - ``frontiers``: cases whose SUT decision flipped; ``screened``: frontiers that passed the SSIM / L2 screening;
-    - ``valid``: frontiers the oracle judges still read as the origin's class (``verdict == "valid_failure"``);
+    - ``valid``: frontiers the oracle judges still read as the origin's class (verdict ``valid_failure``);
     - ``valid_rate`` = valid / frontiers, ``fault_rate`` = valid / seeds, ``seeds_per_valid`` = seeds / valid;
     - ``diversity``: mean pairwise distance of the valid results' embeddings (``None`` without an embedder or
       with fewer than two valid results).
@@ -280,13 +282,14 @@ def table1_row(run_dir, embedder=None) -> dict[str, Any]:
     from hynea_pl.metrics.embedding import embed
     from hynea_pl.metrics.functional.search import seeds_per_valid
     from hynea_pl.schema import read_records
+    from hynea_pl.verdicts import VALID_FAILURE
 
     run_dir = Path(run_dir)
     records = [r for r in read_records(run_dir / "records.jsonl") if r.error is None]
     seeds = sum(1 + (r.skipped_seeds or 0) for r in records)
     frontiers = [r for r in records if r.flipped]
     screened = [r for r in frontiers if ((r.diagnostics or {}).get("screening") or {}).get("passed")]
-    valid = [r for r in frontiers if r.verdict == "valid_failure"]
+    valid = [r for r in frontiers if r.verdict == VALID_FAILURE]
     diversity = None
     if embedder is not None and len(valid) >= 2:
         images = torch.stack([load_image(run_dir / r.result_image) for r in valid])

@@ -97,9 +97,9 @@ class FaultRate(RunningMean):
 class FirstFlipPsi(PerSampleValues):
     """First-flip truncation statistics over seeds. ``update(psi)`` with a ``(B,)`` tensor / list (NaN or None =
     no flip). ``compute()`` -> dict (n_seeds, n_flipped, flip_rate, mean/median/min/max psi, and ``counts`` per
-    schedule value when ``schedule`` is given)."""
+    schedule value when ``schedule`` is given: the probe's schedule, e.g. ``baselines.truncation.SCHEDULES``)."""
 
-    def __init__(self, schedule: Sequence[float] | None = F.ADAPTIVE_PSI_SCHEDULE, **kwargs: Any):
+    def __init__(self, schedule: Sequence[float] | None = None, **kwargs: Any):
         super().__init__(reduction="none", **kwargs)
         self.schedule = None if schedule is None else tuple(float(s) for s in schedule)
 

@@ -17,7 +17,6 @@ from hynea_pl.metrics import (
     SUTEvaluations,
 )
 from hynea_pl.metrics.functional import (
-    FIXED_PSI_SCHEDULE,
     class_escape_matrix,
     fault_rate,
     first_flip_psi,
@@ -69,7 +68,7 @@ def test_seeds_per_valid_and_fault_rate():
 
 
 def test_first_flip():
-    sched = FIXED_PSI_SCHEDULE  # 1.0, 0.9, ..., 0.5
+    sched = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)  # the truncation probes' fixed schedule
     assert first_flip_psi(torch.tensor([3, 3, 5, 3, 3, 3]), 3, sched) == 0.8
     assert first_flip_psi(torch.tensor([3] * 6), 3, sched) is None  # never flips
     assert first_flip_psi(torch.tensor([5, 3, 3, 3, 3, 3]), 3, sched) is None  # baseline fails: rejected

@@ -18,8 +18,6 @@ from hynea_pl.metrics.functional.image import (
     ssim,
 )
 from hynea_pl.metrics.functional.search import (
-    ADAPTIVE_PSI_SCHEDULE,
-    FIXED_PSI_SCHEDULE,
     class_escape_matrix,
     fault_rate,
     first_flip_psi,
@@ -41,8 +39,6 @@ from hynea_pl.metrics.functional.task import (
 )
 
 __all__ = [
-    "ADAPTIVE_PSI_SCHEDULE",
-    "FIXED_PSI_SCHEDULE",
     "MSSSIMConfig",
     "STANDARD_BETAS",
     "binary_escape_ratio",

@@ -11,8 +11,6 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
-    "ADAPTIVE_PSI_SCHEDULE",
-    "FIXED_PSI_SCHEDULE",
     "class_escape_matrix",
     "fault_rate",
     "first_flip_psi",
@@ -22,10 +20,6 @@ __all__ = [
     "seeds_per_valid",
     "summarize",
 ]
-
-FIXED_PSI_SCHEDULE: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)
-ADAPTIVE_PSI_SCHEDULE: tuple[float, ...] = (1.0, 0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.60, 0.50)
-
 
 def summarize(values: Tensor | Sequence[float]) -> dict[str, float]:
     """Summary of per-case values (e.g. SUT evaluations, runtime in s): n, total, mean, std (unbiased), median
@@ -77,7 +71,7 @@ def fault_rate(preds: Tensor, source: int | Tensor, valid: Tensor | None = None)
 def first_flip_psi(
     preds: Tensor,
     source: int,
-    schedule: Sequence[float] = ADAPTIVE_PSI_SCHEDULE,
+    schedule: Sequence[float],
     require_baseline: bool = True,
 ) -> float | None:
     """First-flip truncation: the first psi (descending ``schedule``) whose prediction differs from ``source``.
@@ -85,6 +79,8 @@ def first_flip_psi(
     Args:
         preds: ``(S, C)`` scores or ``(S,)`` labels, one row per schedule entry, in schedule order.
         source: the seed's class.
+        schedule: the psi values, descending from 1.0 (the truncation probes' schedules:
+            ``baselines.truncation.SCHEDULES``).
         require_baseline: the first entry (psi = 1.0) must be predicted as ``source``; otherwise the seed is
             rejected and None returned.
     Returns:
