@@ -1,4 +1,5 @@
-"""A run folder: its config, ``records.jsonl`` appended case by case, per-case PNGs, a grid and ``summary.json``."""
+"""A run folder: its config, ``records.jsonl`` appended case by case, per-case PNGs and ``summary.json`` (its grids are
+drawn by the report layer, :func:`hynea_pl.report.grid.write_grids`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from torchvision.utils import save_image
 
 from hynea_pl.campaign.summary import summarize_records
 from hynea_pl.jsonl import drop_torn_tail
-from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord, read_records
 
 CONFIG_FILE = "config.yaml"
@@ -111,9 +111,7 @@ class RunFolder:
             os.fsync(stream.fileno())
 
     def finish(self) -> dict:
-        """Write the grids (``grid.png``, ``grid_valid_failures.png``) and ``summary.json``; return the summary."""
-        records = self.records()
-        write_grids(self.path, records)
-        summary = summarize_records(records)
+        """Write ``summary.json`` from the records; return the summary."""
+        summary = summarize_records(self.records())
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary

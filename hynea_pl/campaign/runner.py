@@ -28,6 +28,7 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.progress import StepProgress
+from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
 
@@ -226,6 +227,7 @@ def run_campaign(cli: Any) -> dict:
     if not shard.is_main:
         return {}
     records = folder.consolidate(order)
+    write_grids(folder.path, records)  # grid.png, grid_valid_failures.png: drawn by the report layer
     summary = folder.finish()
     track_campaign(cli.config.trainer, output.name, records, folder.path, summary)
     console.print(summary_table(f"{output.method} on {output.name}", summary))
