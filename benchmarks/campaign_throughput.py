@@ -67,13 +67,14 @@ def throughput(options: argparse.Namespace, processes: int) -> dict:
 
 
 def overheads(options: argparse.Namespace) -> dict:
-    from hynea_pl.campaign.config import CampaignCLI, quiet_lightning_info
-    from hynea_pl.campaign.runner import build_case
+    from hynea_pl.campaign import Campaign
     from hynea_pl.campaign.cases import TestCase
+    from hynea_pl.campaign.config import parse_config, quiet_lightning_info
 
     quiet_lightning_info()
     warnings.filterwarnings("ignore")
-    cli = CampaignCLI(args=[*case_args(options), "--output.root", options.out])
+    cli = parse_config([*case_args(options), "--output.root", options.out])
+    campaign = Campaign.from_config(cli)
     cases = [TestCase(f"c{c}-0", c, 100000 * c, 0) for c in range(options.overhead_cases)]
 
     def old_build(case: TestCase):  # what the runner did before: the whole config instantiated per case
@@ -87,7 +88,7 @@ def overheads(options: argparse.Namespace) -> dict:
         old_build(case)
         timings["before_build_s"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        model, _ = build_case(cli, case, "bench")
+        model, _ = campaign.build_case(case, "bench")
         timings["after_build_s"].append(time.perf_counter() - start)
         start = time.perf_counter()
         model.setup("fit")
@@ -96,23 +97,22 @@ def overheads(options: argparse.Namespace) -> dict:
     row["before_s"] = row["before_build_s"] + row["setup_s"]
     row["after_s"] = row["after_build_s"] + row["setup_s"]
     row["factor"] = row["before_s"] / row["after_s"]
-    row.update(lightning_overhead(cli, options.steps, options.repeats))
+    row.update(lightning_overhead(campaign, options.steps, options.repeats))
     return row
 
 
-def lightning_overhead(cli, steps: int, repeats: int) -> dict:
+def lightning_overhead(campaign, steps: int, repeats: int) -> dict:
     """Median seconds of one case's ``steps`` steps under ``Trainer.fit`` vs a bare loop over the same module."""
     import lightning as L
     import torch
 
     from hynea_pl.campaign.cases import TestCase
-    from hynea_pl.campaign.runner import build_case
 
     case = TestCase("c1-0", 1, 100000, 0)
 
     def fit_once() -> float:
         L.seed_everything(case.seed, verbose=False)
-        model, kwargs = build_case(cli, case, "bench")
+        model, kwargs = campaign.build_case(case, "bench")
         kwargs.update(max_steps=steps, callbacks=[], logger=False)
         trainer = L.Trainer(**kwargs)
         start = time.perf_counter()
@@ -121,7 +121,7 @@ def lightning_overhead(cli, steps: int, repeats: int) -> dict:
 
     def bare_once() -> float:
         L.seed_everything(case.seed, verbose=False)
-        model, _ = build_case(cli, case, "bench")
+        model = campaign.build_module(case)
         model.hparams.total_steps = steps  # the OneCycle length the Trainer would give (no trainer attached)
         start = time.perf_counter()
         model.setup("fit")

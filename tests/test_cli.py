@@ -115,19 +115,23 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
 
 
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
+    from hynea_pl.campaign import Campaign
     from hynea_pl.campaign.cases import TestCase
-    from hynea_pl.campaign.config import CampaignCLI
-    from hynea_pl.campaign.runner import build_case
+    from hynea_pl.campaign.config import parse_config
 
-    cli = CampaignCLI(args=tiny_args(tmp_path, "cfg")[1:])
+    campaign = Campaign.from_config(parse_config(tiny_args(tmp_path, "cfg")[1:]))
+    assert not (tmp_path / "cfg").exists(), "building a campaign writes nothing"
     models = []
     for case in (TestCase("c1-0", 1, 100000, 0), TestCase("c7-2", 7, 700005, 3)):
-        model, trainer_kwargs = build_case(cli, case, "cfg")
+        model, trainer_kwargs = campaign.build_case(case)
         assert (model.hparams.origin_class, model.hparams.seed) == (case.origin_class, case.seed)
-        assert model.generator is cli.model.generator and model.sut is cli.model.sut, "frozen parts built once"
+        assert model.generator is campaign.generator and model.sut is campaign.sut, "frozen parts built once"
         assert trainer_kwargs["devices"] == 1 and trainer_kwargs["accelerator"] == "cpu"
         models.append(model)
     assert models[0] is not models[1] and models[0].hypernet is not models[1].hypernet, "per-case parts are fresh"
+    assert [type(c).__name__ for c in campaign.case_callbacks()] == [
+        "FlipEarlyStopping", "SUTEvaluationBudget", "CaseImageLogger"], "the callbacks every case runs under"
+    assert campaign.case_callbacks()[0] is not campaign.case_callbacks()[0], "each case gets fresh callbacks"
 
 
 def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
-from hynea_pl.campaign.config import check_judge_independent
+from hynea_pl.campaign.campaign import check_judge_independent
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
 from hynea_pl.metrics.typicality import TypicalityRate, TypicalityTest
@@ -159,8 +157,9 @@ def test_a_sibling_steering_model_is_refused():
 
 
 def test_the_sut_decides_on_the_image_as_saved(tmp_path):
+    from hynea_pl.campaign.outcome import fill_outcome
     from hynea_pl.campaign.records import RunFolder
-    from hynea_pl.campaign.runner import fill_outcome
+    from hynea_pl.methods.base import CaseOutcome, CaseResult
 
     class Threshold(torch.nn.Module):
         """Class 1 when pixel (0, 0) exceeds 0.499, else class 0: a boundary inside one 8-bit grey level."""
@@ -176,13 +175,11 @@ def test_the_sut_decides_on_the_image_as_saved(tmp_path):
     assert as_saved(undone)[0, 0, 0, 0].item() == pytest.approx(127 / 255)
 
     origin_output = sut(origin)
-    model = SimpleNamespace(
-        sut_evals=1, record_diagnostics=lambda: {}, stop_reason="flipped", has_origin=True, sut=sut, origin_output=origin_output,
-        target=torch.tensor([1]), origin_image=origin, save_adapter=lambda directory: False,
-        result=SimpleNamespace(image=undone, output=sut(undone), step=1))
+    outcome = CaseOutcome(sut_evals=1, stop_reason="flipped", origin_output=origin_output, target=torch.tensor([1]),
+                          origin_image=origin, result=CaseResult(image=undone, output=sut(undone), step=1))
     record = CaseRecord(method="m", run="r", task="multiclass", case_id="c0-0", seed=1, origin_class=0)
     folder = RunFolder(tmp_path, "run")
-    fill_outcome(record, model, folder)
+    fill_outcome(record, outcome, sut, folder)
     assert record.flipped_before_saving is True and record.flipped is False and record.result_label == 0
     assert record.diagnostics == {"stop_reason": "flipped"}, "the runner records why every method's case ended"
     png = load_image(folder.path / record.result_image)
@@ -191,7 +188,7 @@ def test_the_sut_decides_on_the_image_as_saved(tmp_path):
 
 
 def test_the_case_line_prints_every_judges_reading():
-    from hynea_pl.campaign.runner import describe
+    from hynea_pl.campaign.console import describe
 
     record = CaseRecord(method="m", run="r", task="multiclass", case_id="c9-2", seed=2, origin_class=9, flipped=True,
                         result_label=7, verdict="ambiguous", oracle_result_label=9,

@@ -1,28 +1,28 @@
-"""The campaign's config: the ``fit`` command's LightningCLI schema (sections, trainer defaults) and its checks."""
+"""The campaign's config: the ``fit`` command's LightningCLI schema (sections, trainer defaults), parsed and checked.
+
+:func:`parse_config` parses a config (file, command-line options, or an already parsed namespace) against the
+schema; :meth:`hynea_pl.campaign.campaign.Campaign.from_config` then builds the typed campaign from it. Nothing
+below that builder sees the LightningCLI object.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
-import torch
+from jsonargparse import Namespace
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
-from hynea_pl.campaign.distributed import launch
-from hynea_pl.campaign.factory import CaseFactory, build_components
-from hynea_pl.campaign.runner import RunOutput, run_campaign
+from hynea_pl.evaluation.judge import judges_task
 from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
-from hynea_pl.suts.family import model_families
-from hynea_pl.evaluation.judge import judges_task
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
 TRAINER_DEFAULTS = {
@@ -39,16 +39,41 @@ TRAINER_DEFAULTS = {
 }
 
 
+@dataclass
+class RunOutput:
+    """Where a campaign writes: ``root/name/`` (an existing folder is resumed, finished cases are kept).
+
+    Args:
+        root: parent folder of runs.
+        name: run name (folder, W&B run-name prefix); ``{method}`` is replaced by the method name.
+        method: method name written into every record; default: the model's ``method_name`` (``hynea``,
+            ``giftbench-low-1e-4``, ``sinvad``, ...).
+    """
+
+    root: str = "runs"
+    name: str = "mnist_{method}"
+    method: str | None = None
+
+    def resolved(self, method_name: str) -> RunOutput:
+        """This output with ``method`` defaulted to the module's ``method_name`` and ``{method}`` in ``name``
+        replaced."""
+        method = self.method or method_name
+        return RunOutput(self.root, self.name.replace("{method}", method), method)
+
+
 class CampaignCLI(LightningCLI):
-    """A campaign: every case of ``cases`` is one fit of a fresh ``model`` with a fresh Trainer built from
-    ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model.
+    """The ``fit`` command's config: every case of ``cases`` is one fit of a fresh ``model`` with a fresh Trainer
+    built from ``trainer``; the frozen ``generator`` and ``sut`` are linked into each model.
 
     ``model`` is any test-case LightningModule given as ``class_path`` + ``init_args`` whose constructor takes
     ``generator``, ``sut``, ``origin_class`` and ``seed`` and that subclasses
     :class:`hynea_pl.methods.TestCaseModule`: ``hynea_pl.methods.HyNeACase``, ``baselines.giftbench.GIFTbenchCase``,
-    ``baselines.sinvad.SINVADCase``, or a user's own method."""
+    ``baselines.sinvad.SINVADCase``, or a user's own method.
 
-    def __init__(self, args: list[str] | None = None) -> None:
+    It only parses (and seeds, ``seed_everything``): the campaign is built from its ``config`` by
+    :meth:`hynea_pl.campaign.campaign.Campaign.from_config`."""
+
+    def __init__(self, args: list[str] | Namespace | dict | None = None) -> None:
         super().__init__(
             L.LightningModule, subclass_mode_model=True, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
             seed_everything_default=0, auto_configure_optimizers=False,
@@ -79,23 +104,13 @@ class CampaignCLI(LightningCLI):
         parser.link_arguments("sut", "model.init_args.sut", apply_on="instantiate")
 
     def instantiate_classes(self) -> None:
-        """Start (or join) the campaign's processes, then build this process's frozen components once (generator,
-        SUT, oracle and the method's nested components) and a first model, to fail early on a bad config. Rank 0
-        builds first (a zoo is built on first use), the other ranks then load what it cached. Per-case objects are
-        built by :func:`run_campaign`."""
-        check_method(self.config)
-        self.shard = launch(self.config.trainer)
-        if not self.shard.is_main:
-            self.shard.barrier()
-        try:
-            self.components = build_components(self.config).to(self.shard.device)
-            self.factory = CaseFactory(self.config, self.components)
-            selection = self.config.cases
-            self.model = self.factory.build((selection.classes or [None])[0], selection.seed)
-        finally:
-            if self.shard.is_main:
-                self.shard.barrier()
-        check_judge_independent(self.components.oracle, self.factory.nested("reference"), self.components.sut)
+        """Nothing: the campaign's components are built by ``Campaign.from_config`` (once per process)."""
+
+
+def parse_config(args: list[str] | Namespace | dict) -> CampaignCLI:
+    """Parse ``fit``'s options (``["--config", "CONFIG.yaml", "--section.option", "VALUE", ...]``) or a parsed
+    namespace against the schema; a wrong key or value raises one error naming it. Seeds ``seed_everything``."""
+    return CampaignCLI(args=args)
 
 
 def check_method(config: Any) -> None:
@@ -121,33 +136,6 @@ STEERS_AND_JUDGES = ("the oracle is the model.reference that steers the search: 
                      "never judge it (give the oracle other members or another model)")
 
 
-def _weight_digests(module: torch.nn.Module) -> set[tuple]:
-    return {(tuple(p.shape), hashlib.blake2b(p.detach().float().cpu().contiguous().numpy().tobytes(),
-                                             digest_size=16).digest())
-            for p in module.parameters() if p.numel() >= 64}
-
-
-def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.Module | None,
-                            sut: torch.nn.Module | None = None) -> None:
-    """Refuse a judge that shares weights with the model steering the search (the same network under another
-    config spelling counts too), or whose model family is that of the ``reference`` that keeps the origin's class
-    (a judge of its family shares its blind spots and would confirm what it steered towards). A judge of the SUT's
-    family only gets a warning: it would share the SUT's blind spots and so count fewer failures, never more."""
-    if oracle is None:
-        return
-    if reference is not None and _weight_digests(oracle) & _weight_digests(reference):
-        raise ValueError(STEERS_AND_JUDGES)
-    judges = model_families(oracle)
-    shared = sorted(judges & model_families(reference)) if reference is not None else []
-    if shared:
-        raise ValueError(f"the oracle has a judge of the family {', '.join(shared)}, like the model.reference that "
-                         "steers the search: a judge must be of another family than every model that steers it")
-    shared = sorted(judges & model_families(sut)) if sut is not None else []
-    if shared:
-        warnings.warn(f"the oracle has a judge of the SUT's family ({', '.join(shared)}): it may share the SUT's "
-                      "blind spots and undercount valid failures", stacklevel=2)
-
-
 def _same_component(a: Any, b: Any) -> bool:
     def plain(x: Any) -> Any:
         return x.as_dict() if hasattr(x, "as_dict") else x
@@ -162,15 +150,5 @@ def quiet_lightning_info() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def fit(args: list[str]) -> dict:
-    quiet_lightning_info()
-    # frozen generator and SUT stay in eval mode on purpose; Lightning warns about it at every fit
-    warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
-    # lightning 2.6 calls a torch pytree API that torch 2.14 deprecates; nothing for users to act on
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
-    # a population search trains no parameters (one step = one generation): Lightning's no-op optimizer is intended
-    warnings.filterwarnings("ignore", message=r".*configure_optimizers.* returned .None., this fit will run with no")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-        cli = CampaignCLI(args=args)
-    return run_campaign(cli)
+__all__ = ["CampaignCLI", "RunOutput", "STEERS_AND_JUDGES", "TRAINER_DEFAULTS", "check_method", "parse_config",
+           "quiet_lightning_info"]

@@ -9,7 +9,9 @@ from pathlib import Path
 import torch
 from torchvision.utils import save_image
 
+from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.cases import TestCase
+from hynea_pl.campaign.config import quiet_lightning_info
 from hynea_pl.campaign.records import CONFIG_FILE
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.schema import CaseRecord, read_records
@@ -48,19 +50,17 @@ def find_record(run_dir: Path, case_id: str) -> CaseRecord:
 
 @torch.no_grad()
 def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
-    """Rebuild the run's generator, SUT and the case's module from ``config.yaml``, load the adapter, regenerate."""
-    from hynea_pl.campaign.config import CampaignCLI, quiet_lightning_info
-    from hynea_pl.campaign.runner import build_case
-
+    """Rebuild the run's campaign (generator, SUT, ...) from ``config.yaml`` and the case's module, load the adapter,
+    regenerate."""
     run_dir = Path(run_dir)
     record = find_record(run_dir, case_id)
     config = run_dir / CONFIG_FILE
     if not config.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: replay needs the run's config")
     quiet_lightning_info()
-    cli = CampaignCLI(args=["--config", str(config)])
+    campaign = Campaign.from_config(config)
     case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds)
-    model, _ = build_case(cli, case, record.run)
+    model = campaign.build_module(case)
     model.setup("fit")
     model.load_adapter(run_dir / record.adapter)
     image = model.generate().detach()

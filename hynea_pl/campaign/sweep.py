@@ -115,7 +115,7 @@ def run_sweep(config: Path | str, settings: Sequence[LRSetting], out: Path | str
     resumed) and return one row per setting: ``lr_min``, ``lr_max``, ``run``, ``resumed``, the :data:`ROW_KEYS` of
     its summary and ``error`` (a campaign in which every case failed; the sweep goes on)."""
     if fit is None:
-        from hynea_pl.campaign.config import fit
+        from hynea_pl.campaign.fit import fit
     check_overrides(overrides)
     out = Path(out)
     rows = []

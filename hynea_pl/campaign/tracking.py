@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lightning.pytorch.loggers import WandbLogger
+
 from hynea_pl.schema import CaseRecord
 
 CASE_COLUMNS = ("case_id", "origin_class", "target", "flipped", "verdict", "sut_evals", "ms_ssim", "runtime_s",
@@ -39,6 +41,13 @@ def case_rows(records: Sequence[CaseRecord], run_dir: Path) -> list[list[Any]]:
     return rows
 
 
+def close_case_loggers(trainer: Any) -> None:
+    """Finish a case's W&B run once its fit ended, so the next case starts its own."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger.experiment.finish()
+
+
 def track_campaign(trainer: Any, run_name: str, records: Sequence[CaseRecord], run_dir: Path,
                    summary: dict[str, Any]) -> None:
     """Log the campaign's case table and summary to W&B when the trainer's logger is a ``WandbLogger``."""
@@ -60,4 +69,4 @@ def track_campaign(trainer: Any, run_name: str, records: Sequence[CaseRecord], r
         logger.experiment.finish()
 
 
-__all__ = ["CASE_COLUMNS", "case_rows", "is_wandb", "track_campaign"]
+__all__ = ["CASE_COLUMNS", "case_rows", "close_case_loggers", "is_wandb", "track_campaign"]

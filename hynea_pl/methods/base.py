@@ -1,12 +1,14 @@
 """The protocol between the campaign and a test-generation method: one :class:`TestCaseModule` per test case.
 
-The campaign's runner builds the module, fits it with a Trainer and writes its record; it reads only what this
-class declares (no probing of a method's internals). HyNeA and every baseline subclass it; a user's own method does
-too, and then runs under the same callbacks, budget and record schema.
+The campaign's runner builds the module, fits it with a Trainer and writes its record from what the module returns
+after the fit, :meth:`TestCaseModule.case_outcome` (a :class:`CaseOutcome`; no probing of a method's internals).
+HyNeA and every baseline subclass it; a user's own method does too, and then runs under the same callbacks, budget
+and record schema.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,6 +30,33 @@ class CaseResult:
     found: bool = False  # the method's own success criterion held for ``image`` (its early stop)
     step: int = 0  # 1-based step that produced ``image``
     history: list[dict] = field(default_factory=list)  # per-step numbers
+
+
+def _no_adapter(directory: Path) -> bool:
+    return False
+
+
+@dataclass
+class CaseOutcome:
+    """What a test case returns to the campaign once its fit ended (or failed): everything its record is written from.
+
+    ``origin_image`` / ``origin_output`` / ``target`` are ``None`` when the case failed before its origin existed.
+    ``diagnostics_error`` is an error raised while the method summarised its diagnostics: the record then keeps
+    ``sut_evals`` and takes that error, as for any failure of the case."""
+
+    sut_evals: int
+    result: CaseResult
+    stop_reason: str | None = None  # noted by the callbacks (hynea_pl.callbacks.stop), the same for every method
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # method-specific numbers for the record
+    origin_image: torch.Tensor | None = None  # (1, C, H, W) in [0, 1]
+    origin_output: torch.Tensor | None = None  # the SUT's output on the origin
+    target: torch.Tensor | None = None  # (1,)
+    save_adapter: Callable[[Path], bool] = _no_adapter  # saves what regenerates the result; False: nothing saved
+    diagnostics_error: Exception | None = None
+
+    @property
+    def has_origin(self) -> bool:
+        return self.origin_output is not None
 
 
 class UnsupportedTaskError(ValueError):
@@ -94,6 +123,22 @@ class TestCaseModule(L.LightningModule):
     def record_diagnostics(self) -> dict[str, Any]:
         """Method-specific numbers for the record's ``diagnostics``."""
         return {}
+
+    def case_outcome(self) -> CaseOutcome:
+        """What the case hands to the campaign after its fit (also after a failed one): its counts, why it ended, its
+        origin and result, :meth:`record_diagnostics` and :meth:`save_adapter`. A method overrides the parts it
+        keeps elsewhere; HyNeA and the baselines inherit it."""
+        has_origin = self.has_origin
+        outcome = CaseOutcome(
+            sut_evals=int(self.sut_evals), result=self.result, stop_reason=self.stop_reason,
+            origin_image=self.origin_image if has_origin else None,
+            origin_output=self.origin_output if has_origin else None,
+            target=self.target if has_origin else None, save_adapter=self.save_adapter)
+        try:
+            outcome.diagnostics = self.record_diagnostics()
+        except Exception as error:  # the record keeps the counts and takes the error (see CaseOutcome)
+            outcome.diagnostics_error = error
+        return outcome
 
     def save_adapter(self, directory: Path) -> bool:
         """Save what regenerates the result (HyNeA: HyperNet + projector) into ``directory``; ``False`` when the

@@ -1,0 +1,57 @@
+"""What a campaign prints: the resume note, one line per case, the progress status and the summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from hynea_pl.campaign.summary import summary_table
+from hynea_pl.schema import CaseRecord
+
+console = Console()
+
+
+def resuming(path: Path, n_done: int) -> None:
+    console.print(f"resuming {path}: {n_done} case(s) already recorded are kept", soft_wrap=True)
+
+
+def describe(index: int, total: int, record: CaseRecord) -> str:
+    """A case's line (rich markup): its outcome, the judges' readings, its cost."""
+    head = f"[{index}/{total}] {record.case_id} seed {record.seed}"
+    if record.error:
+        return f"{head}: [red]error[/] {record.error}"
+    if record.flipped:
+        outcome = f"flipped to {record.result_label} at step {record.result_step}"
+        if not record.target_reached:
+            outcome += f" (target {record.target} not reached)"
+    else:
+        outcome = f"[yellow]not flipped[/] (predicts {record.result_label})"
+    judged = {"valid_failure": "[green]valid failure[/]", "degraded": "[yellow]degraded[/]",
+              "semantic_change": "[red]semantic change[/]", "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
+    if judged:
+        readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
+                    else str(record.oracle_result_label))
+        outcome += f" -> {judged} (judges read {readings})"
+    ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"
+    return f"{head}: {outcome}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
+
+
+def case_done(prefix: str, index: int, total: int, record: CaseRecord) -> None:
+    """Print a case's line, behind this process's ``[rank r/n] `` prefix on a sharded campaign."""
+    console.print(escape(prefix) + describe(index, total, record), soft_wrap=True)
+
+
+def status(flipped: int, valid: int, judged: bool) -> str:
+    """The progress line's status: flips so far, and valid failures when an oracle judges."""
+    return f"{flipped} flipped" + (f", {valid} valid failures" if judged else "")
+
+
+def finished(method: str, run_name: str, summary: dict, path: Path) -> None:
+    """The summary table and where the outputs are."""
+    console.print(summary_table(f"{method} on {run_name}", summary))
+    console.print(f"outputs: {path}/ (records.jsonl, summary.json, grid.png, cases/)")
+
+
+__all__ = ["case_done", "console", "describe", "finished", "resuming", "status"]

@@ -1,0 +1,82 @@
+"""A case's record, assembled from what its module returned (:meth:`TestCaseModule.case_outcome`).
+
+The SUT decides flips on the result as saved (8-bit PNG), the ``oracle`` (when configured) and the ``realism``
+test give the validity verdict; the case's images (and, for a flipped case, its adapter) go into the run folder.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hynea_pl.campaign.cases import TestCase
+from hynea_pl.campaign.config import RunOutput
+from hynea_pl.campaign.records import RunFolder
+from hynea_pl.evaluation.judge import judge_case
+from hynea_pl.images import as_saved
+from hynea_pl.methods.base import CaseOutcome
+from hynea_pl.metrics import ms_ssim
+from hynea_pl.metrics.functional import task as FT
+from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.objectives import frobenius_distance
+from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import SUT
+
+
+def new_record(case: TestCase, output: RunOutput, task: str) -> CaseRecord:
+    """A case's record before it runs: who, which case, which origin."""
+    return CaseRecord(method=output.method, run=output.name, task=task, case_id=case.case_id, seed=case.seed,
+                      origin_class=case.origin_class, skipped_seeds=case.skipped_seeds)
+
+
+def _pred(output: torch.Tensor) -> list:
+    return output[0].detach().float().cpu().tolist()
+
+
+def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: RunFolder, oracle: SUT | None = None,
+                 realism: TypicalityTest | None = None) -> None:
+    """Write what a fitted (or failed) case returned into its record; ``sut`` decides flips on the result as
+    saved, the ``oracle`` (when configured) and the ``realism`` test the validity verdict."""
+    record.sut_evals = int(outcome.sut_evals)
+    if outcome.diagnostics_error is not None:
+        raise outcome.diagnostics_error
+    record.diagnostics = outcome.diagnostics
+    if outcome.stop_reason is not None:  # noted by the callbacks (hynea_pl.callbacks.stop), the same for every method
+        record.diagnostics["stop_reason"] = outcome.stop_reason
+    if not outcome.has_origin:  # the case failed before its origin existed
+        return
+    origin_output, target = outcome.origin_output, outcome.target
+    record.target = int(target[0])
+    record.origin_pred = _pred(origin_output)
+    record.origin_label = int(sut.prediction(origin_output)[0])
+    result = outcome.result
+    if result.image is None:
+        return
+    device = origin_output.device
+    record.flipped_before_saving = bool(sut.is_flipped(result.output.to(device), origin_output, target)[0])
+    # the result is judged as saved (8-bit PNG): a re-read of the found image, not a search step (not counted)
+    saved = as_saved(result.image.to(device))
+    with torch.no_grad():
+        output = sut(saved)
+    record.result_pred = _pred(output)
+    record.result_label = int(sut.prediction(output)[0])
+    record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
+    record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
+    record.result_step = result.step
+    origin, image = outcome.origin_image.cpu(), saved.cpu()
+    # the task's own fields (detection: confidence reduction, and the boxes the galleries draw, paper Fig. 6)
+    for key, value in sut.decision_fields(origin_output, output, target, outcome.origin_image, saved, FT).items():
+        setattr(record, key, value)
+    record.ms_ssim = float(ms_ssim(image, origin))
+    record.distance = float(frobenius_distance(origin, image))
+    for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():
+        setattr(record, key, path)
+    if oracle is not None:
+        for key, value in judge_case(oracle, record, origin, image, realism).items():
+            setattr(record, key, value)
+    if record.flipped:
+        directory, relative = folder.adapter_dir(record.case_id)
+        if outcome.save_adapter(directory):
+            record.adapter = relative
+
+
+__all__ = ["fill_outcome", "new_record"]
