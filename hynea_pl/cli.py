@@ -139,7 +139,8 @@ def _report(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m hynea_pl report",
                                      description="Write report.html and report.md (RQ1 / RQ2 tables, HyNeA-vs-baseline "
                                                  "statistics, plots, galleries, confusion matrices, the lr_min sweep) "
-                                                 "for run folders, re-scored with the shared metric module.")
+                                                 "for run folders, from each run's metrics.json (scored first where "
+                                                 "a run has none).")
     parser.add_argument("run_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None,
                         help="report folder (default: <first run's parent>/report); figures go to its figures/")
@@ -151,10 +152,13 @@ def _report(args: list[str]) -> int:
     parser.add_argument("--gallery-max", type=int, default=20, help="cases per gallery (default 20)")
     parser.add_argument("--min-pairs", type=int, default=MIN_PAIRS,
                         help=f"fewest paired cases for a p-value / effect size (default {MIN_PAIRS})")
+    parser.add_argument("--rescore", action="store_true",
+                        help="score every run again and rewrite its metrics.json (default: reuse a run's metrics.json)")
     options = parser.parse_args(args)
     out = options.out or options.run_dirs[0].parent / "report"
     report = build_report(options.run_dirs, out, embedder=options.embedder, lpips_weights=options.lpips_weights,
-                          ratings=options.ratings, gallery_max=options.gallery_max, min_pairs=options.min_pairs)
+                          ratings=options.ratings, gallery_max=options.gallery_max, min_pairs=options.min_pairs,
+                          rescore=options.rescore)
     print(f"wrote {report.html} and {report.markdown} ({len(report.figures)} figures in {out / 'figures'})")
     return 0
 

@@ -329,6 +329,42 @@ def test_report_names_a_missing_run_or_ratings_file(tmp_path, capsys):
     assert "ratings file not found" in capsys.readouterr().err and not (tmp_path / "report").exists()
 
 
+def test_report_reuses_each_runs_metrics_json_unless_asked_to_rescore(tmp_path, monkeypatch):
+    import os
+
+    from hynea_pl.report import compare
+
+    runs = [crafted_run(tmp_path / "hynea", "hynea", 4, 0), crafted_run(tmp_path / "gift", "giftbench-low-1e-4", 4, 1)]
+    assert main(["report", *map(str, runs), "--out", str(tmp_path / "first"), "--embedder", "none"]) == 0
+    scored = {run: (run / "metrics.json").read_text() for run in runs}  # a run without metrics.json is scored
+    for run in runs:  # mark each metrics.json: a reused one shows the mark, a re-scored one loses it
+        metrics = json.loads(scored[run])
+        metrics["n_cases"] = 99
+        (run / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    marked = {run: (run / "metrics.json").read_text() for run in runs}
+
+    def never(run_dir, **_):
+        raise AssertionError(f"{run_dir} was re-scored")
+
+    monkeypatch.setattr(compare, "evaluate_run", never)
+    assert main(["report", *map(str, runs), "--out", str(tmp_path / "reused"), "--embedder", "none"]) == 0
+    assert {run: (run / "metrics.json").read_text() for run in runs} == marked, "report rewrote a metrics.json"
+    assert list(pd.read_csv(tmp_path / "reused" / "compare.csv")["n_cases"]) == [99, 99]
+    assert "| 99 |" in (tmp_path / "reused" / "report.md").read_text()
+    monkeypatch.undo()
+
+    later = (runs[0] / "metrics.json").stat().st_mtime_ns + 10**9  # a resumed run: records newer than its metrics
+    os.utime(runs[0] / "records.jsonl", ns=(later, later))
+    build_report(runs, tmp_path / "stale", embedder="none")
+    assert (runs[0] / "metrics.json").read_text() == scored[runs[0]], "a stale metrics.json is scored again"
+    assert (runs[1] / "metrics.json").read_text() == marked[runs[1]]
+
+    assert main(["report", *map(str, runs), "--out", str(tmp_path / "rescored"), "--embedder", "none",
+                 "--rescore"]) == 0
+    assert {run: (run / "metrics.json").read_text() for run in runs} == scored
+    assert (tmp_path / "rescored" / "report.md").read_text() == (tmp_path / "first" / "report.md").read_text()
+
+
 # ---------------------------------------------------------------------------------------------- tiny zoo runs
 @pytest.fixture(scope="module")
 def report_runs(tiny_zoo_cache, tmp_path_factory) -> Path:

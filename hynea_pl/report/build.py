@@ -4,7 +4,8 @@
 Sections: RQ1 effectiveness (paper Table 1), RQ2 efficiency (Table 2, with distributions per run), statistics of
 HyNeA against each baseline on paired cases, galleries (every case, valid failures, semantic changes), confusion
 matrices, RQ4 (HyNeA runs that differ in ``lr_min``) and, given ratings, RQ3 (human ratings). Every metric comes
-from ``compare_runs`` / ``evaluate_run`` (each run's ``metrics.json``); the statistics from the shared stats module.
+from each run's ``metrics.json`` (written by ``evaluate_run``; a run without one is scored first, ``rescore``
+scores every run again); the statistics from the shared stats module.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import pandas as pd
 from torch import Tensor
 
+from hynea_pl.evaluation.rescore import METRICS_FILE
 from hynea_pl.report.compare import (
     REFERENCE_METHOD,
     compare_runs,
@@ -206,9 +208,14 @@ def _rq3(ratings: Path, run_dirs: list[Path], report: Report) -> Section:
 
 def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, *,
                  embedder: Callable[[Tensor], Tensor] | str | None = "auto", lpips_weights: str | None = None,
-                 ratings: Path | str | None = None, gallery_max: int = 20, min_pairs: int = MIN_PAIRS) -> Report:
-    """Re-score ``run_dirs`` with ``compare_runs`` (each run's ``metrics.json``) and write ``report.html``,
+                 ratings: Path | str | None = None, gallery_max: int = 20, min_pairs: int = MIN_PAIRS,
+                 rescore: bool = False) -> Report:
+    """Tabulate ``run_dirs`` with ``compare_runs`` (each run's ``metrics.json``) and write ``report.html``,
     ``report.md``, ``compare.md`` / ``compare.csv`` and ``figures/*.png`` into ``out_dir``.
+
+    A run's existing ``metrics.json`` is reused as it is (:func:`hynea_pl.evaluation.read_metrics`): only a run
+    without one, or whose records changed after it was written, is scored (``embedder``, ``lpips_weights``) and its
+    ``metrics.json`` written. ``rescore``: score every run again and rewrite its ``metrics.json``.
 
     ``ratings``: a human-ratings file for the RQ3 section (:func:`hynea_pl.report.ratings.rq3_tables`).
     Raises FileNotFoundError for a run folder without ``records.jsonl`` or a missing ratings file."""
@@ -226,8 +233,8 @@ def build_report(run_dirs: Sequence[Path | str], out_dir: Path | str, *,
     for stale in figures_dir.glob("*.png"):  # figures of an earlier report into the same folder
         stale.unlink()
 
-    table = compare_runs(runs, embedder=embedder, lpips_weights=lpips_weights)
-    metrics = [json.loads((run / "metrics.json").read_text()) for run in runs]
+    table = compare_runs(runs, embedder=embedder, lpips_weights=lpips_weights, rescore=rescore)
+    metrics = [json.loads((run / METRICS_FILE).read_text()) for run in runs]
     labels = run_labels(runs)
     records = {label: read_records(run / "records.jsonl") for run, label in zip(runs, labels)}
     write_comparison(table, out, origins_note(runs))

@@ -1,4 +1,5 @@
-"""Compare methods: one row per run folder, scored by the shared metric module (``evaluate_run``).
+"""Compare methods: one row per run folder, scored by the evaluation layer (``evaluate_run``; ``report`` reuses a
+run's ``metrics.json``).
 
 ``python -m hynea_pl compare runs/A runs/B ...`` prints the table and writes ``compare.md`` and ``compare.csv``.
 
@@ -21,7 +22,7 @@ from torch import Tensor
 
 import yaml
 
-from hynea_pl.evaluation.rescore import evaluate_run
+from hynea_pl.evaluation.rescore import evaluate_run, read_metrics
 from hynea_pl.schema import read_records
 from hynea_pl.verdicts import RATE_KEYS
 
@@ -198,9 +199,12 @@ def origins_note(run_dirs: Sequence[Path]) -> str:
 
 
 def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Tensor] | str | None = "auto",
-                 reference: str = REFERENCE_METHOD, lpips_weights: str | None = None) -> pd.DataFrame:
+                 reference: str = REFERENCE_METHOD, lpips_weights: str | None = None,
+                 rescore: bool = True) -> pd.DataFrame:
     """One row per run (``evaluate_run`` re-scores each and writes its ``metrics.json``).
 
+    ``rescore=False``: a run's existing ``metrics.json`` is used as it is (:func:`hynea_pl.evaluation.read_metrics`;
+    only a run without one, or whose records changed after it was written, is scored and written).
     ``embedder``: a callable, or a name for :func:`load_embedder` (default ``auto``: each run's own).
     ``hynea_eval_ratio`` = the reference method's mean SUT evaluations per case over *all* cases divided by the
     row's (cases that never flip count with what they spent, so a method that rarely flips is not flattered by
@@ -211,15 +215,9 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
     rows = []
     loaded: dict[str, Any] = {}
     for run_dir in run_dirs:
-        run_embedder = embedder
-        if isinstance(embedder, str) and embedder != "resnet50":  # a name: resolve it per run, load each once
-            name = run_embedder_name(run_dir) if embedder == "auto" else embedder
-            if name not in loaded:
-                loaded[name] = load_embedder(name)
-            run_embedder = loaded[name]
-        features, real_images = run_realism_inputs(run_dir)
-        metrics = evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights,
-                               realism_features=features, realism_reference=real_images)
+        metrics = None if rescore else read_metrics(run_dir)
+        if metrics is None:
+            metrics = _score(run_dir, embedder, loaded, lpips_weights)
         row = {key: metric_value(metrics.get(key)) for key in COLUMNS}
         row["run"] = str(run_dir)
         rows.append(row)
@@ -232,6 +230,21 @@ def compare_runs(run_dirs: Sequence[Path | str], embedder: Callable[[Tensor], Te
     generators = origin_generators(run_dirs)
     table.insert(1, "origins", [generators[str(run)][1] for run in run_dirs])  # one generator = one set of origins
     return table
+
+
+def _score(run_dir: Path | str, embedder: Callable[[Tensor], Tensor] | str | None, loaded: dict[str, Any],
+           lpips_weights: str | None) -> dict[str, Any]:
+    """``evaluate_run`` of one run with its embedder (a name resolved per run, each loaded once into ``loaded``)
+    and its realism inputs; writes the run's ``metrics.json``."""
+    run_embedder = embedder
+    if isinstance(embedder, str) and embedder != "resnet50":  # a name: resolve it per run, load each once
+        name = run_embedder_name(run_dir) if embedder == "auto" else embedder
+        if name not in loaded:
+            loaded[name] = load_embedder(name)
+        run_embedder = loaded[name]
+    features, real_images = run_realism_inputs(run_dir)
+    return evaluate_run(run_dir, embedder=run_embedder, lpips_weights=lpips_weights,
+                        realism_features=features, realism_reference=real_images)
 
 
 def display_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from hynea_pl.images import load_image
-from hynea_pl.evaluation import evaluate_run
+from hynea_pl.evaluation import evaluate_run, read_metrics
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.schema import SCHEMA_VERSION
 
@@ -92,6 +92,17 @@ def test_evaluate_run_hand_values(run_dir):
     assert row["trace_difference"] == pytest.approx(0.16 / 3 - 0.04, abs=1e-6)
     on_disk = json.loads((run_dir / "metrics.json").read_text())
     assert on_disk == row
+
+
+def test_read_metrics_gives_the_row_written_until_the_records_change(run_dir):
+    import os
+
+    assert read_metrics(run_dir) is None  # never scored
+    row = evaluate_run(run_dir, lpips_model=lambda preds, target: (preds - target).abs().flatten(1).mean(1))
+    assert read_metrics(run_dir) == row
+    later = (run_dir / "metrics.json").stat().st_mtime_ns + 10**9
+    os.utime(run_dir / "records.jsonl", ns=(later, later))  # records appended after the scoring
+    assert read_metrics(run_dir) is None
 
 
 def test_evaluate_run_marks_unavailable_metrics(run_dir, empty_torch_home):
