@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from hynea_pl.campaign.summary import summary_table
 from hynea_pl.schema import CaseRecord
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, VALID_FAILURE
 
 console = Console()
 
@@ -28,8 +29,8 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
             outcome += f" (target {record.target} not reached)"
     else:
         outcome = f"[yellow]not flipped[/] (predicts {record.result_label})"
-    judged = {"valid_failure": "[green]valid failure[/]", "degraded": "[yellow]degraded[/]",
-              "semantic_change": "[red]semantic change[/]", "ambiguous": "[yellow]ambiguous[/]"}.get(record.verdict or "")
+    judged = {VALID_FAILURE: "[green]valid failure[/]", DEGRADED: "[yellow]degraded[/]",
+              SEMANTIC_CHANGE: "[red]semantic change[/]", AMBIGUOUS: "[yellow]ambiguous[/]"}.get(record.verdict or "")
     if judged:
         readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
                     else str(record.oracle_result_label))

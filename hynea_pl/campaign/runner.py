@@ -17,6 +17,7 @@ from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
 from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord
+from hynea_pl.verdicts import VALID_FAILURE
 
 if TYPE_CHECKING:
     from hynea_pl.campaign.campaign import Campaign
@@ -88,7 +89,7 @@ def run_campaign(campaign: Campaign) -> dict:
         for index, case in enumerate(mine, 1):
             record = run_case(campaign, case, folder)
             flipped += bool(record.flipped)
-            valid += record.verdict == "valid_failure"
+            valid += record.verdict == VALID_FAILURE
             console.case_done(shard.prefix, index, len(mine), record)
             progress.set_status(console.status(flipped, valid, bool(campaign.oracle)))
             progress.update()
