@@ -1,7 +1,6 @@
-"""Validity verdicts on crafted cases."""
+"""The pure validity verdict on crafted readings (the oracle run on images: tests/evaluation/test_evaluation_judge.py)."""
 
 import pytest
-import torch
 
 from hynea_pl.metrics.functional.validity import verdict
 from hynea_pl.suts import BinaryAttributeSUT, YOLODetectorSUT
