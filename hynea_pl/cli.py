@@ -262,7 +262,7 @@ def _rate(args: list[str]) -> int:
 
 
 def _fit(args: list[str]) -> int:
-    from hynea_pl.campaign.config import fit
+    from hynea_pl.campaign.fit import fit
 
     fit(args)
     return 0

@@ -50,15 +50,21 @@ def find_record(run_dir: Path, case_id: str) -> CaseRecord:
 
 @torch.no_grad()
 def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
-    """Rebuild the run's campaign (generator, SUT, ...) from ``config.yaml`` and the case's module, load the adapter,
-    regenerate."""
+    """Rebuild the run's campaign (generator, SUT, ...) from its ``config.yaml`` and :func:`replay` the case."""
     run_dir = Path(run_dir)
     record = find_record(run_dir, case_id)
     config = run_dir / CONFIG_FILE
     if not config.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: replay needs the run's config")
     quiet_lightning_info()
-    campaign = Campaign.from_config(config)
+    return replay(Campaign.from_config(config), record, run_dir)
+
+
+@torch.no_grad()
+def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> ReplayResult:
+    """Build the case's module of ``record`` in ``campaign``, load its saved adapter from ``run_dir``, regenerate
+    its result and compare it with the stored PNG."""
+    run_dir = Path(run_dir)
     case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds)
     model = campaign.build_module(case)
     model.setup("fit")
@@ -69,9 +75,10 @@ def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
         replayed = load_image(Path(tmp) / "replay.png")
     stored = load_image(run_dir / record.result_image)
     device = image.device
+    sut = campaign.sut
 
     def decision(images: torch.Tensor) -> int:
-        return int(model.sut.prediction(model.sut(images.to(device)))[0])
+        return int(sut.prediction(sut(images.to(device)))[0])
 
     stored_image = stored[: image.shape[1]][None] if stored.shape[0] != image.shape[1] else stored[None]
     return ReplayResult(record, image, float((replayed - stored).abs().max()), decision(as_saved(image)),
