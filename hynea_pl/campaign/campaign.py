@@ -89,7 +89,8 @@ class Campaign:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_config(cls, source: str | Path | Namespace | dict | LightningCLI, overrides: Sequence[str] = ()) -> Campaign:
+    def from_config(cls, source: str | Path | Namespace | dict | LightningCLI,
+                    overrides: Sequence[str] = ()) -> Campaign:
         """Build and validate the campaign of a config: ``source`` is a config file (``overrides`` are further
         ``--section.option VALUE`` arguments), a parsed namespace (or its dict), or a LightningCLI that parsed it.
 

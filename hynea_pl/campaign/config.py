@@ -75,8 +75,8 @@ class CampaignCLI(LightningCLI):
 
     def __init__(self, args: list[str] | Namespace | dict | None = None) -> None:
         super().__init__(
-            L.LightningModule, subclass_mode_model=True, run=False, args=args, save_config_callback=None, trainer_defaults=TRAINER_DEFAULTS,
-            seed_everything_default=0, auto_configure_optimizers=False,
+            L.LightningModule, subclass_mode_model=True, run=False, args=args, save_config_callback=None,
+            trainer_defaults=TRAINER_DEFAULTS, seed_everything_default=0, auto_configure_optimizers=False,
             # the checkpoint-hparams instantiator stores the *parsed* config as hparams; per-case overrides
             # (origin class, seed) must reach the module, and test cases are never reloaded from checkpoints
             load_from_checkpoint_support=False,
