@@ -49,3 +49,36 @@ def tiny_zoo(tiny_zoo_cache: str, monkeypatch: pytest.MonkeyPatch):
     from hynea_pl.zoo import load_zoo
 
     return load_zoo("tiny")
+
+
+@pytest.fixture
+def empty_torch_home(tmp_path, monkeypatch):
+    """TORCH_HOME pointing to an empty folder: no cached weights."""
+    home = tmp_path / "torch_home"
+    home.mkdir()
+    monkeypatch.setenv("TORCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def single_thread() -> Iterator[None]:
+    """One intra-op thread for tests of tiny tensors: on a shared, busy CPU more threads cost far more than they give."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """Any download or outgoing connection fails the test (metrics and evaluation never touch the network)."""
+    import socket
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"no network access allowed here: {args[:2]}")
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
