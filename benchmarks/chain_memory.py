@@ -134,7 +134,7 @@ def sd_vae(sample_size: int) -> nn.Module:
 
 def small_sut(num_classes: int = 1000) -> ClassifierSUT:
     """A random small conv net on the decoded RGB image resized to 64 px: ``(B, 3, H, W) -> (B, num_classes)``."""
-    from hynea_pl.zoo.classifier import DigitCNN
+    from hynea_pl.zoo.mnist.classifier import DigitCNN
 
     torch.manual_seed(0)
     model = DigitCNN(channels=(8, 16), hidden=32, num_classes=num_classes, in_channels=3, image_size=64, dropout=0.0)

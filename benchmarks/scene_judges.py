@@ -27,11 +27,11 @@ from torchmetrics.functional.classification import multilabel_auroc
 
 from hynea_pl.suts import SUT
 from hynea_pl.suts.window_reader import DigitWindowReader
-from hynea_pl.zoo.data import NUM_CLASSES
-from hynea_pl.zoo.extras import ExtraContext
-from hynea_pl.zoo.profiles import get_profile
-from hynea_pl.zoo.scene_attributes import attribute_logits
-from hynea_pl.zoo.scenes import scene_split
+from hynea_pl.zoo.mnist.data import NUM_CLASSES
+from hynea_pl.zoo.mnist.profiles import get_profile
+from hynea_pl.zoo.registry import BuildContext as ExtraContext
+from hynea_pl.zoo.scenes.attributes import attribute_logits
+from hynea_pl.zoo.scenes.data import scene_split
 
 
 def shipped_judges(path: str = "configs/scenes_oracle.yaml") -> tuple[SUT, DigitWindowReader]:

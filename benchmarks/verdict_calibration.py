@@ -18,10 +18,10 @@ from rich.table import Table
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records
 from hynea_pl.zoo import load_zoo
-from hynea_pl.zoo.data import load_digits
-from hynea_pl.zoo.oracle_sut import ZooOracle
-from hynea_pl.zoo.quality import generate_digits
-from hynea_pl.zoo.realism import ZooTypicality
+from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.gates import generate_digits
+from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
+from hynea_pl.zoo.mnist.realism import ZooTypicality
 
 
 def run_results(run: Path) -> torch.Tensor:

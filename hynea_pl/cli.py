@@ -31,8 +31,8 @@ def _zoo(args: list[str]) -> int:
     from rich.console import Console
 
     from hynea_pl.zoo import PROFILES, build_zoo
-    from hynea_pl.zoo.extras import build_extra, extra_names, get_extra
     from hynea_pl.zoo.quality import quality_table
+    from hynea_pl.zoo.registry import build_component as build_extra, extra_names, get_component as get_extra
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)

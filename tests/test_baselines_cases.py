@@ -14,7 +14,7 @@ from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import ClassifierSUT, Preprocess
-from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.mnist.classifier import DigitCNN
 
 CASE = {"origin_class": 3, "seed": 5}
 

@@ -9,7 +9,7 @@ from tiny_components import NaNAfterOriginSUT, ScriptedFlipSUT, tiny_generator, 
 
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods import HyNeACase, NonFiniteLossError
-from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.mnist.classifier import DigitCNN
 
 
 def make_trainer(max_steps: int, callbacks: list | None = None) -> L.Trainer:

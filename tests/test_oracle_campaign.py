@@ -14,7 +14,7 @@ from hynea_pl.schema import read_records
 
 #: The tiny zoo's judges (tiny_args points the config's oracle at them) and its steering member.
 JUDGE: list[str] = []
-STEER = ["--model.init_args.reference", "hynea_pl.zoo.oracle_sut.ZooOracle",
+STEER = ["--model.init_args.reference", "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
          "--model.init_args.reference.init_args.profile", "tiny"]
 
 

@@ -12,7 +12,7 @@ from tiny_components import ScriptedFlipSUT, ThirdClassSUT, tiny_generator, tiny
 
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.mnist.classifier import DigitCNN
 
 
 def reads_a_third_class() -> ThirdClassSUT:

@@ -12,9 +12,9 @@ import torch
 from offline_guard import network_blocked
 
 from hynea_pl.suts import BinaryAttributeSUT
-from hynea_pl.zoo import scene_attributes as sa
-from hynea_pl.zoo.extras import build_extra, get_extra
-from hynea_pl.zoo.oracle import OracleNet
+from hynea_pl.zoo.mnist.oracle import OracleNet
+from hynea_pl.zoo.registry import build_component, get_component
+from hynea_pl.zoo.scenes import attributes as sa
 
 NAMES = ("attribute_sut", "attribute_oracle")
 
@@ -26,15 +26,15 @@ def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch, network_blocked():
         patch.setenv("HYNEA_PL_CACHE", str(cache))
         for name in NAMES:
-            build_extra("tiny", name, verbose=False)
+            build_component("tiny", name, verbose=False)
     yield cache
 
 
 @pytest.fixture
 def built(scene_cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """``name -> ExtraEntry`` of both tiny extras, with ``HYNEA_PL_CACHE`` pointing at their cache."""
+    """``name -> Built`` of both tiny extras, with ``HYNEA_PL_CACHE`` pointing at their cache."""
     monkeypatch.setenv("HYNEA_PL_CACHE", str(scene_cache))
-    return {name: build_extra("tiny", name, verbose=False) for name in NAMES}
+    return {name: build_component("tiny", name, verbose=False) for name in NAMES}
 
 
 def scenes(n: int = 3) -> torch.Tensor:
@@ -52,7 +52,7 @@ def test_both_extras_build_load_and_give_ten_logits(built, scene_cache):
         assert set(gates) == {"mean_auroc", "mean_accuracy", "min_auroc", "exact_match", "build_time_s"}
         assert all(g["threshold"] is None for g in gates.values())  # tiny: recorded, never enforced
         assert 0.0 <= gates["mean_auroc"]["value"] <= 1.0 and 0.0 <= gates["mean_accuracy"]["value"] <= 1.0
-        model = get_extra(name).load(entry.entry)
+        model = get_component(name).load(entry.entry)
         logits = model(scenes())
         assert logits.shape == (3, 10) and torch.isfinite(logits).all()
         assert not model.training and not any(p.requires_grad for p in model.parameters())
@@ -75,7 +75,7 @@ sut:
   class_path: hynea_pl.suts.BinaryAttributeSUT
   init_args:
     model:
-      class_path: hynea_pl.zoo.scene_attributes.SceneAttributeCNN
+      class_path: hynea_pl.zoo.scenes.attributes.SceneAttributeCNN
       init_args: {json.dumps(init_args)}
     weights: zoo://tiny/attribute_sut
     attribute: "3"
@@ -106,8 +106,8 @@ def test_sut_and_oracle_differ_in_architecture_and_weights(built):
     assert isinstance(sut.network, sa.SceneAttributeCNN) and isinstance(oracle.network, OracleNet)
     assert set(sut.network.state_dict()) != set(oracle.network.state_dict())
     configs = {name: json.loads((entry.entry / "config.json").read_text()) for name, entry in built.items()}
-    assert configs["attribute_sut"]["class_path"] == "hynea_pl.zoo.scene_attributes.SceneAttributeCNN"
-    assert configs["attribute_oracle"]["class_path"] == "hynea_pl.zoo.oracle.OracleNet"
+    assert configs["attribute_sut"]["class_path"] == "hynea_pl.zoo.scenes.attributes.SceneAttributeCNN"
+    assert configs["attribute_oracle"]["class_path"] == "hynea_pl.zoo.mnist.oracle.OracleNet"
     sut_training, oracle_training = configs["attribute_sut"]["training"], configs["attribute_oracle"]["training"]
     assert sut_training["seed"] != oracle_training["seed"]
     assert sut_training["scene_seed"] != oracle_training["scene_seed"]
@@ -161,8 +161,8 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
     import yaml
 
     parsed = yaml.safe_load(config.read_text())
-    expected = {"hynea_pl.zoo.scene_attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
-                "hynea_pl.zoo.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
+    expected = {"hynea_pl.zoo.scenes.attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
+                "hynea_pl.zoo.mnist.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
     checked = []
     reference = (parsed["model"]["init_args"].get("reference") or {}).get("init_args", {})
     models = [("sut", parsed["sut"]["init_args"].get("model")), ("model.reference", reference.get("model"))]
@@ -184,8 +184,8 @@ def test_scene_configs_share_one_oracle_of_two_unanimous_judges():
     for config in SCENE_CONFIGS:
         assert yaml.safe_load(config.read_text())["oracle"] == "scenes_oracle.yaml", config.name
     judges = scene_oracle_models("scenes_oracle.yaml")
-    assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.oracle.OracleNet",
+    assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.mnist.oracle.OracleNet",
                                                          "hynea_pl.suts.DigitWindowReader"]
     reader = judges[1]["init_args"]["reader"]
-    assert reader == {"class_path": "hynea_pl.zoo.oracle_sut.ZooOracle",
+    assert reader == {"class_path": "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
                       "init_args": {"profile": "full", "role": "judges", "members": ["oracle-1", "oracle-2"]}}

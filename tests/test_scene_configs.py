@@ -28,11 +28,11 @@ def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         from offline_guard import network_blocked
 
         from hynea_pl.zoo import build_zoo
-        from hynea_pl.zoo.extras import build_extra
+        from hynea_pl.zoo.registry import build_component
 
         with network_blocked():
             for name in SCENE_EXTRAS:
-                build_extra("tiny", name, verbose=False)
+                build_component("tiny", name, verbose=False)
             build_zoo("tiny", verbose=False)
         yield str(cache)
 

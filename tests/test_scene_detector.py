@@ -9,10 +9,10 @@ import torch
 from offline_guard import network_blocked
 
 import hynea_pl  # noqa: F401  (offline defaults before ultralytics)
-from hynea_pl.zoo.data import load_digits
-from hynea_pl.zoo.scene_detector import ultralytics_session
-from hynea_pl.zoo.scenes import make_scenes
-from hynea_pl.zoo.yolo_dataset import read_yolo_labels, write_yolo_dataset
+from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.scenes.data import make_scenes
+from hynea_pl.zoo.scenes.detector import ultralytics_session
+from hynea_pl.zoo.scenes.yolo_dataset import read_yolo_labels, write_yolo_dataset
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +57,12 @@ def test_yolo_dataset_is_read_by_ultralytics_with_the_scenes_boxes(scenes, tmp_p
 def test_tiny_detector_sut_builds_and_loads_as_a_differentiable_sut(tmp_path, monkeypatch, scenes):
     monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
     from hynea_pl.suts import YOLODetectorSUT
-    from hynea_pl.zoo.extras import build_extra
+    from hynea_pl.zoo.registry import build_component
 
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     start = time.perf_counter()
     with network_blocked():
-        built = build_extra("tiny", "detector_sut", verbose=False)
+        built = build_component("tiny", "detector_sut", verbose=False)
     assert time.perf_counter() - start < 90
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, deterministic)
     names = {p.name for p in built.entry.iterdir()}

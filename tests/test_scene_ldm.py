@@ -16,10 +16,10 @@ from offline_guard import network_blocked
 from tiny_families import perturb_zero_layers
 
 from hynea_pl.generators.unconditional import UnconditionalLDM
-from hynea_pl.zoo import extras
-from hynea_pl.zoo import scene_ldm as sl
-from hynea_pl.zoo.autoencoder import encode_latents, reconstruct
-from hynea_pl.zoo.extras import build_extra
+from hynea_pl.zoo import registry
+from hynea_pl.zoo.mnist.autoencoder import encode_latents, reconstruct
+from hynea_pl.zoo.registry import build_component
+from hynea_pl.zoo.scenes import ldm as sl
 
 NAMES = ("scene_autoencoder", "scene_ldm")
 PRESENT = 3  # the digit both stubs see in every scene
@@ -48,8 +48,8 @@ class StubAttributes(torch.nn.Module):
 def _patch(patch: pytest.MonkeyPatch, cache: Path) -> None:
     """Point the zoo at ``cache``; build ``scene_ldm`` without its ``gated_by`` SUTs, measured with the stubs."""
     patch.setenv("HYNEA_PL_CACHE", str(cache))
-    patch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
-    extras.register_extra(dataclasses.replace(extras.get_extra("scene_ldm"), gated_by=()))
+    patch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register_component(dataclasses.replace(registry.get_component("scene_ldm"), gated_by=()))
     patch.setattr(sl, "load_cross_suts", lambda context: (StubDetector(), StubAttributes()))
 
 
@@ -60,15 +60,15 @@ def scene_ldm_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch, network_blocked():
         _patch(patch, cache)
         for name in NAMES:
-            build_extra("tiny", name, verbose=False)
+            build_component("tiny", name, verbose=False)
     yield cache
 
 
 @pytest.fixture
 def built(scene_ldm_cache: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """``name -> ExtraEntry`` of both tiny extras, with the zoo pointing at their cache."""
+    """``name -> Built`` of both tiny extras, with the zoo pointing at their cache."""
     _patch(monkeypatch, scene_ldm_cache)
-    return {name: build_extra("tiny", name, verbose=False) for name in NAMES}
+    return {name: build_component("tiny", name, verbose=False) for name in NAMES}
 
 
 def scenes(n: int = 2) -> torch.Tensor:
@@ -108,7 +108,7 @@ def test_entries_have_the_ldm_pipeline_layout_and_their_gates(built, scene_ldm_c
 
 
 def test_autoencoder_round_trips_scenes(built):
-    vq = extras.get_extra("scene_autoencoder").load(built["scene_autoencoder"].entry)
+    vq = registry.get_component("scene_autoencoder").load(built["scene_autoencoder"].entry)
     assert not vq.training and not any(p.requires_grad for p in vq.parameters())
     assert encode_latents(vq, scenes()).shape == (2, 3, 16, 16)
     recon = reconstruct(vq, scenes())
@@ -170,7 +170,7 @@ def test_scene_detections_see_every_candidate_and_restore_top_k():
 
 
 def test_ink_weight_makes_missed_strokes_cost_more_than_missed_background():
-    from hynea_pl.zoo.autoencoder import AutoencoderTraining
+    from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining
 
     class Constant(torch.nn.Module):  # an "autoencoder" whose reconstruction is all black, whatever the input
         def encode(self, x):

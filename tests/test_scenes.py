@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hynea_pl.zoo.scenes import SceneConfig, digit_crops, ink_box, make_scenes, overlap_fraction
+from hynea_pl.zoo.scenes.data import SceneConfig, digit_crops, ink_box, make_scenes, overlap_fraction
 
 
 def _digits(n: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
@@ -75,7 +75,7 @@ def test_helpers():
 
 
 def test_windows_around_digits_hold_a_digit_stay_inside_and_are_deterministic():
-    from hynea_pl.zoo.scenes import windows_around_digits
+    from hynea_pl.zoo.scenes.data import windows_around_digits
 
     images, labels = _digits()
     scenes = make_scenes(images, labels, 20, seed=5)

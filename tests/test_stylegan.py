@@ -69,9 +69,9 @@ def test_one_training_step_updates_both_networks_and_tracks_w_avg():
 def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wrapper(tiny_zoo):
     from hynea_pl.generators.stylegan import StyleGANGenerator
     from hynea_pl.zoo.cache import is_complete
-    from hynea_pl.zoo.extras import build_extra, extra_paths
+    from hynea_pl.zoo.registry import build_component, component_paths
 
-    built = build_extra("tiny", "stylegan", verbose=False)
+    built = build_component("tiny", "stylegan", verbose=False)
     assert is_complete(built.entry) and is_complete(built.manifest)
     names = [g["name"] for g in built.quality["gates"]]
     assert names == ["sut_accuracy_psi1", "sut_worst_class_accuracy_psi1", "oracle_judges_accuracy_psi1", "fid_psi1",
@@ -81,7 +81,7 @@ def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wr
     assert built.quality["gates"][4]["value"] > 0  # diversity: distinct z give distinct digits
     assert (built.manifest / "samples_psi0.7.png").is_file()
     assert json.loads((built.entry / "config.json").read_text())["output_range"] == [-1, 1]
-    assert extra_paths("tiny", "stylegan") == (built.entry, built.manifest)
+    assert component_paths("tiny", "stylegan") == (built.entry, built.manifest)
     gen = StyleGANGenerator(pretrained="zoo://tiny/stylegan")
     z = gen.initial_noise(3)
     assert z.shape == (1, gen.z_dim) and torch.equal(z, gen.initial_noise(3))
@@ -91,7 +91,7 @@ def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wr
 
 
 def test_within_class_spread_is_zero_for_a_collapsed_class_and_grows_with_variety():
-    from hynea_pl.zoo.stylegan_build import within_class_spread
+    from hynea_pl.zoo.stylegan.component import within_class_spread
 
     labels = torch.tensor([0, 0, 0, 1, 1, 1])
     collapsed = torch.zeros(6, 1, 4, 4)

@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from hynea_pl.cli import main
 from hynea_pl.suts import ClassifierSUT, Preprocess, load_state_dict
-from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.mnist.classifier import DigitCNN
 
 
 def test_preprocess_resizes_converts_channels_and_normalises():

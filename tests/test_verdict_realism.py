@@ -13,10 +13,10 @@ from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families
-from hynea_pl.zoo.classifier import DigitCNN
-from hynea_pl.zoo.data import load_digits
-from hynea_pl.zoo.knn import KNNDigitClassifier, deskew, digit_embedding
-from hynea_pl.zoo.oracle import OracleClassifier, OracleNet
+from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskew, digit_embedding
+from hynea_pl.zoo.mnist.oracle import OracleClassifier, OracleNet
 
 
 @pytest.fixture(scope="module")

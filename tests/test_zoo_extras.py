@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hynea_pl.zoo import extras
+from hynea_pl.zoo import registry
 from hynea_pl.zoo.cache import is_complete
 from hynea_pl.zoo.quality import Gate, ZooQualityError
 
@@ -26,7 +26,7 @@ class _Gates:
 
 
 def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
-    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
     def train(cfg, context, out: Path) -> None:
         calls.append("train")
@@ -37,7 +37,7 @@ def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
         value = torch.load(entry / "weights.pt")["value"]
         return [Gate("value", value, gate_cfg.min_value)]
 
-    extras.register_extra(extras.ExtraComponent(
+    registry.register_component(registry.Component(
         name="dummy", train_configs={"tiny": _Train()}, gate_configs={"tiny": gates}, train=train,
         measure=measure, load=lambda entry: torch.load(entry / "weights.pt"), uri_target="weights.pt",
     ))
@@ -46,7 +46,7 @@ def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
 def test_extra_builds_once_on_first_use_with_its_own_gates(tiny_zoo, monkeypatch):
     calls: list[str] = []
     _register(monkeypatch, calls)
-    entry, manifest = extras.extra_paths("tiny", "dummy")
+    entry, manifest = registry.component_paths("tiny", "dummy")
     assert not is_complete(entry) and not is_complete(manifest)
     assert tiny_zoo.extra("dummy")["value"] == 1.0
     assert calls == ["train", "measure"]
@@ -63,36 +63,37 @@ def test_extra_builds_once_on_first_use_with_its_own_gates(tiny_zoo, monkeypatch
 def test_missed_gate_leaves_no_manifest_and_keeps_the_trained_entry(tiny_zoo, monkeypatch):
     calls: list[str] = []
     _register(monkeypatch, calls, _Gates(min_value=2.0))
-    entry, manifest = extras.extra_paths("tiny", "dummy")
+    entry, manifest = registry.component_paths("tiny", "dummy")
     with pytest.raises(ZooQualityError, match="dummy"):
-        extras.build_extra("tiny", "dummy", verbose=False)
+        registry.build_component("tiny", "dummy", verbose=False)
     assert is_complete(entry) and not manifest.exists()
     assert not list(entry.parent.glob("*.partial-*"))
 
 
 def test_key_follows_the_train_config_and_unknown_names_fail(tiny_zoo, monkeypatch):
     _register(monkeypatch, [])
-    entry, manifest = extras.extra_paths("tiny", "dummy")
-    changed = extras.ExtraComponent(**{**extras.get_extra("dummy").__dict__, "train_configs": {"tiny": _Train(2.0)}})
-    extras.register_extra(changed)
-    entry2, manifest2 = extras.extra_paths("tiny", "dummy")
+    entry, manifest = registry.component_paths("tiny", "dummy")
+    changed = registry.Component(**{**registry.get_component("dummy").__dict__, "train_configs": {"tiny": _Train(2.0)}})
+    registry.register_component(changed)
+    entry2, manifest2 = registry.component_paths("tiny", "dummy")
     assert entry2 != entry and manifest2 != manifest
-    with pytest.raises(ValueError, match="unknown zoo extra 'nope'"):
-        extras.get_extra("nope")
+    with pytest.raises(ValueError, match="unknown zoo component 'nope'"):
+        registry.get_component("nope")
     with pytest.raises(ValueError, match="no train config for profile 'full'"):
-        extras.extra_paths("full", "dummy")
+        registry.component_paths("full", "dummy")
 
 
 def test_base_zoo_build_does_not_build_extras(tiny_zoo):
-    from hynea_pl.zoo.build import COMPONENTS
+    from hynea_pl.zoo.mnist.zoo import COMPONENTS
 
-    assert not set(extras.BUILTIN_EXTRAS) & set(COMPONENTS)
+    assert not set(registry.EXTRA_MODULES) & set(COMPONENTS)
+    assert registry.extra_names() == sorted(registry.EXTRA_MODULES)
     assert set(tiny_zoo.entries) == set(COMPONENTS)
 
 
 def test_an_extra_built_on_another_extra_builds_it_first_and_never_the_base_zoo(tmp_path, monkeypatch):
     monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))  # an empty cache: no base zoo
-    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     calls: list[str] = []
 
     def train_base(cfg, context, out: Path) -> None:
@@ -109,24 +110,24 @@ def test_an_extra_built_on_another_extra_builds_it_first_and_never_the_base_zoo(
 
     common = dict(gate_configs={"tiny": _Gates()}, measure=measure, base_gated=False,
                   load=lambda entry: float((entry / "value.txt").read_text()))
-    extras.register_extra(extras.ExtraComponent(name="base", train_configs={"tiny": _Train(1.0)},
+    registry.register_component(registry.Component(name="base", train_configs={"tiny": _Train(1.0)},
                                                 train=train_base, **common))
-    extras.register_extra(extras.ExtraComponent(name="top", train_configs={"tiny": _Train(2.0)},
+    registry.register_component(registry.Component(name="top", train_configs={"tiny": _Train(2.0)},
                                                 train=train_top, depends=("base",), **common))
-    assert extras.load_extra("tiny", "top") == 3.0
+    assert registry.load_component("tiny", "top") == 3.0
     assert calls == ["train base", "train top"]
     zoo_folders = {p.name.split("-")[0] for p in (tmp_path / "zoo").iterdir()}
     assert zoo_folders == {"base", "top", "tiny"}, zoo_folders  # tiny-<extra>-<key>: the manifests; no sut/ldm/...
     # the dependency's training config is part of the dependant's key
-    top_entry = extras.extra_paths("tiny", "top")[0]
-    changed = extras.ExtraComponent(**{**extras.get_extra("base").__dict__, "train_configs": {"tiny": _Train(5.0)}})
-    extras.register_extra(changed)
-    assert extras.extra_paths("tiny", "top")[0] != top_entry
+    top_entry = registry.component_paths("tiny", "top")[0]
+    changed = registry.Component(**{**registry.get_component("base").__dict__, "train_configs": {"tiny": _Train(5.0)}})
+    registry.register_component(changed)
+    assert registry.component_paths("tiny", "top")[0] != top_entry
 
 
 def test_gated_by_builds_the_gating_extra_before_measuring_and_keys_only_the_gates(tmp_path, monkeypatch):
     monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
-    monkeypatch.setattr(extras, "_REGISTRY", dict(extras._REGISTRY))
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
     def train(cfg, context, out: Path) -> None:
         (out / "value.txt").write_text(str(cfg.value))
@@ -137,15 +138,15 @@ def test_gated_by_builds_the_gating_extra_before_measuring_and_keys_only_the_gat
 
     plain = dict(gate_configs={"tiny": _Gates()}, base_gated=False, train=train,
                  load=lambda entry: float((entry / "value.txt").read_text()))
-    extras.register_extra(extras.ExtraComponent(
+    registry.register_component(registry.Component(
         name="judge", train_configs={"tiny": _Train(3.0)}, measure=lambda *a: [], **plain))
-    extras.register_extra(extras.ExtraComponent(
+    registry.register_component(registry.Component(
         name="scored", train_configs={"tiny": _Train(2.0)}, measure=measure_scored, gated_by=("judge",), **plain))
-    entry, manifest = extras.extra_paths("tiny", "scored")
-    built = extras.build_extra("tiny", "scored", verbose=False)
+    entry, manifest = registry.component_paths("tiny", "scored")
+    built = registry.build_component("tiny", "scored", verbose=False)
     assert built.quality["gates"][0]["value"] == 6.0
-    changed = extras.ExtraComponent(**{**extras.get_extra("judge").__dict__, "train_configs": {"tiny": _Train(4.0)}})
-    extras.register_extra(changed)
-    entry2, manifest2 = extras.extra_paths("tiny", "scored")
+    changed = registry.Component(**{**registry.get_component("judge").__dict__, "train_configs": {"tiny": _Train(4.0)}})
+    registry.register_component(changed)
+    entry2, manifest2 = registry.component_paths("tiny", "scored")
     assert entry2 == entry and manifest2 != manifest  # the trained entry is kept; its gates are measured again
-    assert extras.build_extra("tiny", "scored", verbose=False).quality["gates"][0]["value"] == 8.0
+    assert registry.build_component("tiny", "scored", verbose=False).quality["gates"][0]["value"] == 8.0

@@ -10,11 +10,11 @@ import torch
 from hynea_pl.zoo.augment import (
     affine, dilate, elastic, erode, random_affine, random_elastic, random_noise, random_stroke,
 )
-from hynea_pl.zoo.build import COMPONENTS, Zoo
 from hynea_pl.zoo.cache import is_complete
-from hynea_pl.zoo.classifier import DigitCNN
-from hynea_pl.zoo.oracle import ORACLE_NAMES, OracleClassifier, OracleNet, augment
-from hynea_pl.zoo.profiles import OracleConfig, get_profile
+from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.mnist.oracle import ORACLE_NAMES, OracleClassifier, OracleNet, augment
+from hynea_pl.zoo.mnist.profiles import OracleConfig, get_profile
+from hynea_pl.zoo.mnist.zoo import COMPONENTS, Zoo
 
 
 def line_image() -> torch.Tensor:
@@ -40,10 +40,11 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
         assert config["role"] == name and (entry / "model.safetensors").is_file()
         assert json.loads((entry / "build.json").read_text())["build_s"] > 0
         seeds.add(config["training"]["seed"])
-    assert classes == {"steer-cnn": "hynea_pl.zoo.classifier.DigitCNN", "oracle-1": "hynea_pl.zoo.oracle.OracleNet",
-                       "oracle-2": "hynea_pl.zoo.oracle.OracleNet",
+    assert classes == {"steer-cnn": "hynea_pl.zoo.mnist.classifier.DigitCNN",
+                       "oracle-1": "hynea_pl.zoo.mnist.oracle.OracleNet",
+                       "oracle-2": "hynea_pl.zoo.mnist.oracle.OracleNet",
                        "judge-convmixer": "timm.models.convmixer.ConvMixer",
-                       "judge-knn": "hynea_pl.zoo.knn.KNNDigitClassifier"}
+                       "judge-knn": "hynea_pl.zoo.mnist.knn.KNNDigitClassifier"}
     sut_seed = json.loads((tiny_zoo.entries["sut"] / "config.json").read_text())["training"]["seed"]
     trained = [json.loads((tiny_zoo.entries[n] / "config.json").read_text())["training"]["seed"]
                for n in ORACLE_NAMES if n != "judge-knn"]  # the k-NN's seed only draws its elastic copies
@@ -53,7 +54,7 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
 def test_judges_share_no_family_with_the_steering_member_or_the_sut(tiny_zoo):
     from hynea_pl.suts import ClassifierSUT
     from hynea_pl.suts.family import model_families
-    from hynea_pl.zoo.oracle_sut import ZooOracle
+    from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
 
     judges, steering = ZooOracle("tiny", "judges"), ZooOracle("tiny", "steering")
     assert model_families(judges) == {"resnet", "convmixer", "knn"}
@@ -114,8 +115,8 @@ def test_gates_of_every_member_are_in_quality_json(tiny_zoo):
 
 
 def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
-    from hynea_pl.zoo.data import DigitSplit
-    from hynea_pl.zoo.quality import measure_oracle_gates
+    from hynea_pl.zoo.mnist.data import DigitSplit
+    from hynea_pl.zoo.mnist.gates import measure_oracle_gates
 
     images, labels = torch.rand(20, 1, 32, 32), torch.arange(10).repeat(2)
     data = DigitSplit(images, labels, images, labels)
@@ -211,7 +212,7 @@ def test_oracle_net_differs_from_the_sut_architecture():
 def test_each_member_has_its_own_cache_key():
     from dataclasses import replace
 
-    from hynea_pl.zoo.build import entry_paths
+    from hynea_pl.zoo.mnist.zoo import entry_paths
 
     tiny = get_profile("tiny")
     entries, manifest = entry_paths(tiny)

@@ -16,7 +16,7 @@ from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 from hynea_pl.generators import ClassConditionalLDM, ClassEmbedding, DiffusionGenerator, LatentDiffusionGenerator
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import SUT, ClassifierSUT, Preprocess
-from hynea_pl.zoo.classifier import DigitCNN
+from hynea_pl.zoo.mnist.classifier import DigitCNN
 
 LATENT_SHAPE = (4, 8, 8)
 IMAGE_SHAPE = (1, 32, 32)

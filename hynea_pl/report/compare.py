@@ -95,7 +95,7 @@ def run_realism_inputs(run_dir: Path | str) -> tuple[str | Callable[[], Any], An
         return "inception", None
     from functools import partial
 
-    from hynea_pl.zoo.realism import held_out_digits, zoo_realism_features
+    from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
 
     return partial(zoo_realism_features, profile), held_out_digits(profile)
 

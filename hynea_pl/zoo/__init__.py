@@ -1,7 +1,17 @@
-"""The embedded zoo: real MNIST digits and small models the project trains itself, cached after the first build."""
+"""The embedded zoo: real MNIST digits and small models the project trains itself, cached after the first build.
 
-from hynea_pl.zoo.build import Zoo, build_zoo, load_zoo, resolve_zoo_uri
-from hynea_pl.zoo.profiles import PROFILES, ZooProfile, get_profile
+Layout: the shared machinery at the top (:mod:`~hynea_pl.zoo.registry`: every component and the one routine that
+builds, gates and loads them; :mod:`~hynea_pl.zoo.cache`, :mod:`~hynea_pl.zoo.quality`, :mod:`~hynea_pl.zoo.train`,
+:mod:`~hynea_pl.zoo.augment`), then one package per domain: :mod:`hynea_pl.zoo.mnist` (the base zoo: digits, SUT,
+embedder, autoencoder + LDM, oracle, profiles), :mod:`hynea_pl.zoo.scenes` (digit scenes and their models) and
+:mod:`hynea_pl.zoo.stylegan` (the style-based GAN).
+"""
+
+from hynea_pl.zoo.mnist.profiles import PROFILES, ZooProfile, get_profile
+from hynea_pl.zoo.mnist.zoo import Zoo, build_zoo, load_zoo
 from hynea_pl.zoo.quality import ZooQualityError
+from hynea_pl.zoo.registry import resolve_zoo_uri
 
-__all__ = ["PROFILES", "Zoo", "ZooProfile", "ZooQualityError", "build_zoo", "get_profile", "load_zoo", "resolve_zoo_uri"]
+__all__ = [
+    "PROFILES", "Zoo", "ZooProfile", "ZooQualityError", "build_zoo", "get_profile", "load_zoo", "resolve_zoo_uri",
+]

@@ -21,6 +21,16 @@ FORMAT_VERSION = 1
 COMPLETE_MARKER = "COMPLETE"
 
 
+#: Class paths that entries written before the zoo's modules were grouped by domain name in their ``config.json``,
+#: and where those classes live now (:func:`import_class` reads either; new entries name the new path).
+MOVED_CLASSES: dict[str, str] = {
+    "hynea_pl.zoo.classifier.DigitCNN": "hynea_pl.zoo.mnist.classifier.DigitCNN",
+    "hynea_pl.zoo.oracle.OracleNet": "hynea_pl.zoo.mnist.oracle.OracleNet",
+    "hynea_pl.zoo.knn.KNNDigitClassifier": "hynea_pl.zoo.mnist.knn.KNNDigitClassifier",
+    "hynea_pl.zoo.scene_attributes.SceneAttributeCNN": "hynea_pl.zoo.scenes.attributes.SceneAttributeCNN",
+}
+
+
 def zoo_dir() -> Path:
     return cache_root() / "zoo"
 
@@ -30,6 +40,14 @@ def config_key(*parts: Any) -> str:
     payload = [FORMAT_VERSION] + [dataclasses.asdict(p) if dataclasses.is_dataclass(p) else p for p in parts]
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def import_class(class_path: str) -> type:
+    """The class a cached entry's ``config.json`` names by ``class_path``, also under its path before the move
+    (:data:`MOVED_CLASSES`)."""
+    from jsonargparse.typing import import_object
+
+    return import_object(MOVED_CLASSES.get(class_path, class_path))
 
 
 def is_complete(path: Path) -> bool:

@@ -1,20 +1,12 @@
-"""Quality gates of a zoo build: measured on held-out digits and on generated digits, stored beside the weights."""
+"""Quality gates of zoo components: a measured value against its threshold, the error a missed gate raises and the
+table that shows them. What each component measures lives with it (e.g. :mod:`hynea_pl.zoo.mnist.gates`); the
+registry (:mod:`hynea_pl.zoo.registry`) stores the gates beside the weights."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-import torch
-from diffusers import AutoencoderKL
 from rich.table import Table
-from torch import nn
-from torchvision.utils import save_image
-
-from hynea_pl.zoo.autoencoder import reconstruct
-from hynea_pl.zoo.classifier import DigitCNN, accuracy
-from hynea_pl.zoo.data import NUM_CLASSES, DigitSplit
-from hynea_pl.zoo.profiles import GateConfig
 
 
 class ZooQualityError(RuntimeError):
@@ -41,56 +33,6 @@ class Gate:
     def as_dict(self) -> dict:
         return {"name": self.name, "value": self.value, "threshold": self.threshold,
                 "higher_is_better": self.higher_is_better, "passed": self.passed, "fatal": self.fatal}
-
-
-@torch.no_grad()
-def generate_digits(generator, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``per_class`` digits of every class from one seeded noise batch: images ``(10*per_class, 1, 32, 32)``
-    and their conditioning labels, class-major."""
-    labels = torch.arange(NUM_CLASSES).repeat_interleave(per_class)
-    noise = torch.randn((len(labels), *generator.latent_shape), generator=torch.Generator().manual_seed(seed))
-    return generator.sample(noise, labels), labels
-
-
-def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL,
-                        samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit, out: Path) -> list[Gate]:
-    """SUT accuracy on held-out digits, on their reconstructions and on the generated ``samples`` (images, labels
-    from :func:`generate_digits`; grid saved to ``out/samples.png``)."""
-    images, labels = samples
-    save_image(images, out / "samples.png", nrow=gates.generated_per_class, padding=1)
-    return [
-        Gate("sut_accuracy", accuracy(sut, data.test_images, data.test_labels), gates.sut_accuracy),
-        Gate("reconstruction_accuracy", accuracy(sut, reconstruct(vae, data.test_images), data.test_labels),
-             gates.reconstruction_accuracy),
-        Gate("generated_accuracy", accuracy(sut, images, labels), gates.generated_accuracy),
-    ]
-
-
-@torch.no_grad()
-def probabilities(model: nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
-    """Softmax ``(N, 10)`` of a model on RAW images in [0, 1] (an oracle member normalises them itself)."""
-    return torch.cat([model(images[i : i + batch_size]).softmax(-1) for i in range(0, len(images), batch_size)])
-
-
-def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
-    return (probs.argmax(-1) == labels).sum().item() / len(labels)
-
-
-def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
-                         samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit) -> list[Gate]:
-    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``) and on the generated
-    ``samples`` against their class (recorded), then the judges' unanimous accuracy on both (recorded: the
-    fraction of digits every judge reads as their class, as a verdict needs them)."""
-    images, labels = samples
-    result, held_out, generated = [], {}, {}
-    for name, oracle in oracles.items():
-        held_out[name], generated[name] = probabilities(oracle, data.test_images), probabilities(oracle, images)
-        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), gates.oracle_accuracy))
-        result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated[name], labels), None))
-    for suffix, probs, truth in (("", held_out, data.test_labels), ("_generated", generated, labels)):
-        unanimous = torch.stack([probs[name].argmax(-1) == truth for name in judges]).all(0)
-        result.append(Gate(f"judges_unanimous{suffix}_accuracy", unanimous.double().mean().item(), None))
-    return result
 
 
 def quality_table(profile: str, gates: list[dict]) -> Table:

@@ -22,7 +22,7 @@ def test_judge_case_on_real_digits():
     from hynea_pl.evaluation.judge import judge_case
     from hynea_pl.schema import CaseRecord
     from hynea_pl.suts import ClassifierSUT
-    from hynea_pl.zoo.data import load_digits
+    from hynea_pl.zoo.mnist.data import load_digits
 
     data = load_digits(n_test=200)
     images, labels = data.test_images, data.test_labels

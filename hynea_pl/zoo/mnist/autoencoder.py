@@ -1,5 +1,5 @@
 """The zoo's image autoencoders: a small diffusers ``AutoencoderKL`` (MNIST: 1x32x32 <-> 4x8x8) or ``VQModel``
-(digit scenes: 1x64x64 <-> 3x16x16, :mod:`hynea_pl.zoo.scene_ldm`)."""
+(digit scenes: 1x64x64 <-> 3x16x16, :mod:`hynea_pl.zoo.scenes.ldm`)."""
 
 from __future__ import annotations
 

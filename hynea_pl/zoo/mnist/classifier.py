@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import lightning as L
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
-from hynea_pl.zoo.data import random_shift
+from hynea_pl.zoo.mnist.data import random_shift
 
 
 class DigitCNN(nn.Module):
@@ -55,6 +58,14 @@ class DigitCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
+
+
+def load_classifier(entry: Path) -> DigitCNN:
+    """A frozen DigitCNN from a zoo classifier entry (``config.json`` + ``model.safetensors``)."""
+    config = json.loads((entry / "config.json").read_text())
+    model = DigitCNN(**config["init_args"])
+    model.load_state_dict(load_file(str(entry / "model.safetensors")))
+    return model.eval().requires_grad_(False)
 
 
 def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:

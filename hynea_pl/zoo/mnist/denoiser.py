@@ -1,6 +1,6 @@
 """The zoo's latent denoisers: the MNIST LDM's class-conditional diffusers ``UNet2DConditionModel`` that reads a
 learned class token through ``encoder_hidden_states`` (10 digits + a null class for classifier-free guidance), and
-the digit scenes' unconditional ``UNet2DModel`` (:mod:`hynea_pl.zoo.scene_ldm`)."""
+the digit scenes' unconditional ``UNet2DModel`` (:mod:`hynea_pl.zoo.scenes.ldm`)."""
 
 from __future__ import annotations
 

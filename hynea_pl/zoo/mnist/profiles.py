@@ -29,7 +29,7 @@ class ClassifierConfig:
 
 @dataclass(frozen=True)
 class OracleConfig:
-    """A validity-oracle member: an :class:`~hynea_pl.zoo.oracle.OracleNet` and its augmentation, stronger than
+    """A validity-oracle member: an :class:`~hynea_pl.zoo.mnist.oracle.OracleNet` and its augmentation, stronger than
     the SUT's: shifts (px), rotations (degrees), scale changes (fraction), stroke-width changes (grey dilation or
     erosion with a ``stroke_kernel`` square, with probability ``stroke_prob``) and elastic deformation (peak
     ``elastic_alpha`` px from ``elastic_grid`` x ``elastic_grid`` control points, with probability ``elastic_prob``)
@@ -71,7 +71,7 @@ class ConvMixerOracleConfig(OracleConfig):
 
 @dataclass(frozen=True)
 class CNNOracleConfig(OracleConfig):
-    """An oracle member of the plain-CNN family (:class:`~hynea_pl.zoo.classifier.DigitCNN`: conv stages and max
+    """An oracle member of the plain-CNN family (:class:`~hynea_pl.zoo.mnist.classifier.DigitCNN`: conv stages and max
     pooling, no residuals, no batch norm), trained with the oracle's augmentation."""
 
     widths: tuple[int, ...] = ()
@@ -82,7 +82,7 @@ class CNNOracleConfig(OracleConfig):
 
 @dataclass(frozen=True)
 class KNNOracleConfig:
-    """The non-neural member: a k-NN vote (:class:`~hynea_pl.zoo.knn.KNNDigitClassifier`) over deskewed, blurred
+    """The non-neural member: a k-NN vote (:class:`~hynea_pl.zoo.mnist.knn.KNNDigitClassifier`) over deskewed, blurred
     pixels, with the training digits shifted by up to ``shift`` px, rotated by each of ``rotations`` degrees and
     ``elastic_copies`` times elastically deformed as its reference set."""
 
@@ -164,7 +164,7 @@ class ZooProfile:
     denoiser: DenoiserConfig = field(default_factory=DenoiserConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     gates: GateConfig = field(default_factory=GateConfig)
-    #: the validity oracle's members by name (roles in :data:`hynea_pl.zoo.oracle.ORACLE_ROLES`): the steering
+    #: the validity oracle's members by name (roles in :data:`hynea_pl.zoo.mnist.oracle.ORACLE_ROLES`): the steering
     #: member ``steer-cnn`` (plain CNN) and four judges of three other families (residual CNN x 2, ConvMixer, k-NN)
     oracles: dict[str, OracleConfig | KNNOracleConfig] = field(default_factory=lambda: {
         "steer-cnn": CNNOracleConfig(seed=15),

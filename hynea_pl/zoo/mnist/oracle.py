@@ -19,13 +19,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from jsonargparse.typing import import_object
-
 from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
-from hynea_pl.zoo.classifier import DigitCNN, normalize
-from hynea_pl.zoo.data import NUM_CLASSES
-from hynea_pl.zoo.knn import KNNDigitClassifier
-from hynea_pl.zoo.profiles import CNNOracleConfig, ConvMixerOracleConfig, OracleConfig
+from hynea_pl.zoo.cache import import_class
+from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize
+from hynea_pl.zoo.mnist.data import NUM_CLASSES
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
+from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, OracleConfig
 
 #: The members' roles: the steering member may guide a search, the judges never do.
 ORACLE_ROLES: dict[str, list[str]] = {"steering": ["steer-cnn"],
@@ -128,19 +127,20 @@ def oracle_role(name: str) -> str:
 
 def load_oracle(entry: Path) -> nn.Module:
     """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images: an
-    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.knn.KNNDigitClassifier`."""
+    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.mnist.knn.KNNDigitClassifier`."""
     config = json.loads((entry / "config.json").read_text())
     state = load_file(str(entry / "model.safetensors"))
-    if config["class_path"] == f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}":
+    network_class = import_class(config["class_path"])
+    if network_class is KNNDigitClassifier:
         return KNNDigitClassifier(state["reference"], state["labels"], **config["init_args"]).eval()
-    network = import_object(config["class_path"])(**config["init_args"])
+    network = network_class(**config["init_args"])
     network.load_state_dict(state)
     return OracleClassifier(network)
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:
     """The oracle's training augmentation on ``(B, C, H, W)`` in [0, 1] (digits, or the 64x64 digit scenes of
-    :mod:`hynea_pl.zoo.scene_attributes`): stroke width, elastic, affine, then pixel noise. ``cfg`` is an
+    :mod:`hynea_pl.zoo.scenes.attributes`): stroke width, elastic, affine, then pixel noise. ``cfg`` is an
     :class:`OracleConfig` or any config with its augmentation fields."""
     images = random_stroke(images, cfg.stroke_prob, cfg.stroke_kernel, generator)
     images = random_elastic(images, cfg.elastic_prob, cfg.elastic_alpha, cfg.elastic_grid, generator)

@@ -2,11 +2,11 @@
 
 Built on first use of ``zoo://<profile>/detector_sut`` (which resolves to the entry's ``model.pt``, what
 ``YOLODetectorSUT(model="zoo://full/detector_sut", imgsz=64)`` loads) or of ``Zoo.extra("detector_sut")`` (see
-:mod:`hynea_pl.zoo.extras`). Training, on CPU and offline:
+:mod:`hynea_pl.zoo.registry`). Training, on CPU and offline:
 
-1. training scenes (:func:`hynea_pl.zoo.scenes.make_scenes` on the training digits, ``scene_seed``) and a small
+1. training scenes (:func:`hynea_pl.zoo.scenes.data.make_scenes` on the training digits, ``scene_seed``) and a small
    validation set for the trainer's own final-epoch check (training digits, ``scene_seed + 2``) are written as a
-   YOLO dataset (:mod:`hynea_pl.zoo.yolo_dataset`) inside the entry's staging folder;
+   YOLO dataset (:mod:`hynea_pl.zoo.scenes.yolo_dataset`) inside the entry's staging folder;
 2. ``YOLO("yolov8n.yaml")`` (10 classes, from scratch: no pretrained weights) is trained by ``YOLO.train`` at
    64 px. Augmentation suits digits: no flips (a mirrored 2 is no digit, a flipped 6 is a 9), no mosaic (a
    scene is already a layout of digits; mosaic would shrink them to a few pixels), mild scale / translation
@@ -16,7 +16,7 @@ Built on first use of ``zoo://<profile>/detector_sut`` (which resolves to the en
    losses); the written dataset and the run folder are removed (the recipe regenerates the dataset).
 
 Gates, on held-out scenes drawn from the held-out digits (the held-out half of
-:func:`~hynea_pl.zoo.scenes.scene_split` with the training ``scene_seed``), written to a temporary YOLO dataset:
+:func:`~hynea_pl.zoo.scenes.data.scene_split` with the training ``scene_seed``), written to a temporary YOLO dataset:
 
 - ``map50`` (>= 0.8 for ``full``) and ``map50_95`` (recorded), from ultralytics' validator (``YOLO.val``);
 - ``confident_scene_rate``: the fraction of scenes where the SUT's most confident candidate has confidence
@@ -49,11 +49,11 @@ import torch
 from torchvision.ops import box_iou
 
 from hynea_pl._offline import apply_offline_defaults
-from hynea_pl.zoo.data import DigitSplit
-from hynea_pl.zoo.extras import ExtraComponent, ExtraContext, register_extra
+from hynea_pl.zoo.mnist.data import DigitSplit
 from hynea_pl.zoo.quality import Gate
-from hynea_pl.zoo.scenes import DigitScenes, SceneConfig, make_scenes, scene_split
-from hynea_pl.zoo.yolo_dataset import DIGIT_NAMES, write_yolo_dataset
+from hynea_pl.zoo.registry import BuildContext, Component
+from hynea_pl.zoo.scenes.data import DigitScenes, SceneConfig, make_scenes, scene_split
+from hynea_pl.zoo.scenes.yolo_dataset import DIGIT_NAMES, write_yolo_dataset
 
 #: the checkpoint inside the entry, what ``zoo://<profile>/detector_sut`` resolves to
 CHECKPOINT = "model.pt"
@@ -163,7 +163,7 @@ def _train_args(cfg: DetectorConfig) -> dict[str, Any]:
     )
 
 
-def train_detector(cfg: DetectorConfig, context: ExtraContext, out: Path) -> None:
+def train_detector(cfg: DetectorConfig, context: BuildContext, out: Path) -> None:
     """Train on scenes of the profile's training digits; write ``model.pt``, ``config.json`` and
     ``train_results.csv`` to ``out`` (the staging folder)."""
     from hynea_pl.zoo import train
@@ -190,8 +190,8 @@ def train_detector(cfg: DetectorConfig, context: ExtraContext, out: Path) -> Non
         "training": dataclasses.asdict(cfg),
         "dataset": {"train": "make_scenes(train digits, n_train, scene_seed, scenes)",
                     "val": "make_scenes(train digits, n_val, scene_seed + 2, scenes)",
-                    "writer": "hynea_pl.zoo.yolo_dataset.write_yolo_dataset",
-                    "regenerate": "hynea_pl.zoo.scene_detector.training_scenes(cfg, data)"},
+                    "writer": "hynea_pl.zoo.scenes.yolo_dataset.write_yolo_dataset",
+                    "regenerate": "hynea_pl.zoo.scenes.detector.training_scenes(cfg, data)"},
         "train_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
@@ -226,7 +226,7 @@ def top_detection_rates(sut, scenes: DigitScenes, min_confidence: float,
     return confident / len(scenes), correct / len(scenes)
 
 
-def measure_detector(gates: DetectorGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
+def measure_detector(gates: DetectorGates, entry: Path, context: BuildContext, out: Path) -> list[Gate]:
     """The gates of the module doc; the held-out dataset and the validator's run folder live in a temporary
     folder (only the numbers are kept)."""
     cfg: DetectorConfig = TRAIN_CONFIGS[context.profile.name]
@@ -250,11 +250,14 @@ def measure_detector(gates: DetectorGates, entry: Path, context: ExtraContext, o
     ]
 
 
-register_extra(ExtraComponent(
-    name="detector_sut", train_configs=TRAIN_CONFIGS, gate_configs=GATE_CONFIGS, train=train_detector,
-    measure=measure_detector, load=load_detector, uri_target=CHECKPOINT, base_gated=False,
-    description="YOLOv8n digit detector on 64x64 digit scenes (ultralytics trainer, from scratch, CPU)",
-))
+#: This module's zoo components (read by :mod:`hynea_pl.zoo.registry`).
+ZOO_COMPONENTS = (
+    Component(
+        name="detector_sut", train_configs=TRAIN_CONFIGS, gate_configs=GATE_CONFIGS, train=train_detector,
+        measure=measure_detector, load=load_detector, uri_target=CHECKPOINT, base_gated=False,
+        description="YOLOv8n digit detector on 64x64 digit scenes (ultralytics trainer, from scratch, CPU)",
+    ),
+)
 
 __all__ = ["CHECKPOINT", "DetectorConfig", "DetectorGates", "GATE_CONFIGS", "TRAIN_CONFIGS", "held_out_scenes",
            "load_detector", "measure_detector", "top_detection_rates", "train_detector", "training_scenes",

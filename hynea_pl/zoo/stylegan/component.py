@@ -1,7 +1,7 @@
 """The ``stylegan`` zoo extra: its training configs (full / tiny), training, quality gates and loader.
 
 Built on first use of ``zoo://<profile>/stylegan`` / ``Zoo.extra("stylegan")``, or by ``python -m hynea_pl zoo
-build`` (see :mod:`hynea_pl.zoo.extras`); the base zoo (the MNIST demo) never builds it. The entry holds the EMA
+build`` (see :mod:`hynea_pl.zoo.registry`); the base zoo (the MNIST demo) never builds it. The entry holds the EMA
 generator (``model.safetensors`` + ``config.json`` with class path and init args).
 
 Gates on 200 generated digits (20 per class, one seeded z batch, constant noise): the SUT's accuracy against
@@ -25,9 +25,12 @@ from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
-from hynea_pl.zoo.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
-from hynea_pl.zoo.extras import ExtraComponent, ExtraContext, register_extra
-from hynea_pl.zoo.quality import Gate, probabilities
+from hynea_pl.zoo.mnist.classifier import accuracy
+from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.gates import probabilities
+from hynea_pl.zoo.mnist.zoo import load_zoo
+from hynea_pl.zoo.quality import Gate
+from hynea_pl.zoo.registry import BuildContext, Component
 from hynea_pl.zoo.stylegan import ProjectionDiscriminator, StyleGANTraining, StyleGenerator
 
 
@@ -78,7 +81,7 @@ GATE_CONFIGS = {
 }
 
 
-def train_stylegan(cfg: StyleGANConfig, context: ExtraContext, out: Path) -> StyleGenerator:
+def train_stylegan(cfg: StyleGANConfig, context: BuildContext, out: Path) -> StyleGenerator:
     """Train on the zoo's training digits; save the EMA generator to ``out``."""
     from hynea_pl.zoo import train
 
@@ -140,12 +143,11 @@ def held_out_per_class(images: torch.Tensor, labels: torch.Tensor, per_class: in
     return images[keep], labels[keep]
 
 
-def measure_stylegan(gates: StyleGANGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
+def measure_stylegan(gates: StyleGANGates, entry: Path, context: BuildContext, out: Path) -> list[Gate]:
     """The gates of the module doc at psi = 1.0 and at ``gates.truncation_psi``; grids to ``out/samples_psi*.png``."""
     from hynea_pl.metrics.realism import realism_scores
-    from hynea_pl.zoo.classifier import accuracy
 
-    zoo, data = context.zoo, context.data
+    zoo, data = load_zoo(context.profile), context.data  # the base zoo: built on first use
     generator, sut, embedder = load_stylegan(entry), zoo.sut(), zoo.embedder()
     judges = [zoo.oracle(name) for name in zoo.oracle_names()["judges"]]
     result = []
@@ -168,8 +170,11 @@ def measure_stylegan(gates: StyleGANGates, entry: Path, context: ExtraContext, o
     return result
 
 
-register_extra(ExtraComponent(
-    name="stylegan", train_configs=TRAIN_CONFIGS, gate_configs=GATE_CONFIGS, train=train_stylegan,
-    measure=measure_stylegan, load=load_stylegan,
-    description="class-conditional style-based GAN (NVIDIA interface: mapping, synthesis, w_avg, num_ws)",
-))
+#: This module's zoo components (read by :mod:`hynea_pl.zoo.registry`).
+ZOO_COMPONENTS = (
+    Component(
+        name="stylegan", train_configs=TRAIN_CONFIGS, gate_configs=GATE_CONFIGS, train=train_stylegan,
+        measure=measure_stylegan, load=load_stylegan,
+        description="class-conditional style-based GAN (NVIDIA interface: mapping, synthesis, w_avg, num_ws)",
+    ),
+)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.zoo.build import load_zoo
-from hynea_pl.zoo.data import load_digits
-from hynea_pl.zoo.profiles import get_profile
+from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.profiles import get_profile
+from hynea_pl.zoo.mnist.zoo import load_zoo
 
 __all__ = ["ZooTypicality", "held_out_digits", "zoo_realism_features"]
 

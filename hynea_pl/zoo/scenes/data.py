@@ -28,13 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hynea_pl.zoo.data import NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
 
 #: Side of an MNIST digit's original crop inside the zoo's 32x32 padded images.
 DIGIT_SIDE = 28
-#: The zoo components of the scene tasks (extras): their images are scenes, not single digits, so the digit zoo's
-#: embedder and held-out digits do not fit them (realism and diversity of a scene run are reported unavailable).
-SCENE_COMPONENTS = ("scene_autoencoder", "scene_ldm", "attribute_sut", "attribute_oracle", "detector_sut")
 
 
 @dataclass(frozen=True)
@@ -157,7 +154,7 @@ def windows_around_digits(scenes: DigitScenes, size: int, per_scene: int, jitter
     canvas); scene-major, the same arguments give the same windows.
 
     A fully convolutional autoencoder trains on these 4x cheaper than on whole 64 px scenes (32 px windows) and sees
-    ink in most of its pixels instead of ~3 % (the scene autoencoder, :mod:`hynea_pl.zoo.scene_ldm`)."""
+    ink in most of its pixels instead of ~3 % (the scene autoencoder, :mod:`hynea_pl.zoo.scenes.ldm`)."""
     canvas = scenes.images.shape[-1]
     if not 0 < size <= canvas:
         raise ValueError(f"window size must be in (0, {canvas}], got {size}")
@@ -182,5 +179,5 @@ def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
     return train, test
 
 
-__all__ = ["SCENE_COMPONENTS", "DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
+__all__ = ["DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
            "scene_split", "windows_around_digits"]

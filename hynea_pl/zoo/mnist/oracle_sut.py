@@ -17,7 +17,7 @@ class ZooOracle(EnsembleClassifierSUT):
     """
 
     def __init__(self, profile: str = "full", role: str = "judges", members: list[str] | None = None) -> None:
-        from hynea_pl.zoo import load_zoo
+        from hynea_pl.zoo.mnist.zoo import load_zoo
 
         zoo = load_zoo(profile)
         roles = zoo.oracle_names()

@@ -1,6 +1,6 @@
 """The digit scenes' multi-label attribute models (issue 17): the ``attribute_sut`` and ``attribute_oracle`` extras.
 
-Attribute ``k`` of a 64x64 digit scene (:mod:`hynea_pl.zoo.scenes`) is "digit k is present". Both models map
+Attribute ``k`` of a 64x64 digit scene (:mod:`hynea_pl.zoo.scenes.data`) is "digit k is present". Both models map
 normalised scenes ``(B, 1, 64, 64)`` (``(x - 0.5) / 0.5``, :data:`SCENE_PREPROCESS`) to 10 logits ``(B, 10)``,
 trained with BCE with logits on scenes drawn from the zoo's training digits:
 
@@ -11,7 +11,7 @@ trained with BCE with logits on scenes drawn from the zoo's training digits:
         class_path: hynea_pl.suts.BinaryAttributeSUT
         init_args:
           model:
-            class_path: hynea_pl.zoo.scene_attributes.SceneAttributeCNN
+            class_path: hynea_pl.zoo.scenes.attributes.SceneAttributeCNN
             init_args: {channels: [8, 16, 32, 64, 128], num_classes: 10}
           weights: zoo://full/attribute_sut
           attribute: "3"
@@ -20,10 +20,10 @@ trained with BCE with logits on scenes drawn from the zoo's training digits:
 
 - ``attribute_oracle``: one of the scenes' two validity judges (is each digit still present? the other is the MNIST
   zoo's judges read over windows, ``configs/scenes_oracle.yaml``), trained independently of the
-  SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.oracle.OracleNet`, global average
+  SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.mnist.oracle.OracleNet`, global average
   pooling), other scenes, another seed and the MNIST oracle's stronger augmentation (stroke width, elastic, small
-  affine warps, pixel noise; :func:`hynea_pl.zoo.oracle.augment`). It only judges; it never steers a search. The
-  same YAML with ``class_path: hynea_pl.zoo.oracle.OracleNet``, its ``init_args`` (``config.json``) and
+  affine warps, pixel noise; :func:`hynea_pl.zoo.mnist.oracle.augment`). It only judges; it never steers a search. The
+  same YAML with ``class_path: hynea_pl.zoo.mnist.oracle.OracleNet``, its ``init_args`` (``config.json``) and
   ``weights: zoo://full/attribute_oracle`` makes it a judge of a campaign's ``oracle``.
 
 Each entry holds ``model.safetensors`` + ``config.json`` (class path, init args, preprocess, training config), like
@@ -49,11 +49,11 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hynea_pl.suts.base import Preprocess
-from hynea_pl.zoo.data import NUM_CLASSES, random_shift
-from hynea_pl.zoo.extras import ExtraComponent, ExtraContext, register_extra
-from hynea_pl.zoo.oracle import OracleNet, augment
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, random_shift
+from hynea_pl.zoo.mnist.oracle import OracleNet, augment
 from hynea_pl.zoo.quality import Gate
-from hynea_pl.zoo.scenes import SceneConfig, scene_split
+from hynea_pl.zoo.registry import BuildContext, Component
+from hynea_pl.zoo.scenes.data import SceneConfig, scene_split
 
 #: How both scene models expect their input: 1x64x64 in [0, 1], then (x - 0.5) / 0.5 (a ``Preprocess``'s fields).
 SCENE_PREPROCESS = {"size": 64, "channels": 1, "mean": [0.5], "std": [0.5]}
@@ -126,8 +126,8 @@ class AttributeSUTConfig:
 
 @dataclass(frozen=True)
 class AttributeOracleConfig:
-    """The attribute oracle: an :class:`~hynea_pl.zoo.oracle.OracleNet` on its own ``n_scenes`` training scenes,
-    with the MNIST oracle's augmentation fields (:class:`~hynea_pl.zoo.profiles.OracleConfig`: shift px, rotation
+    """The attribute oracle: an :class:`~hynea_pl.zoo.mnist.oracle.OracleNet` on its own ``n_scenes`` training scenes,
+    with the MNIST oracle's augmentation fields (:class:`~hynea_pl.zoo.mnist.profiles.OracleConfig`: shift px, rotation
     degrees, scale fraction, stroke width, elastic, noise), milder in rotation and scale: a warp about the canvas
     centre moves a digit near an edge further than one of a centred digit."""
 
@@ -196,7 +196,7 @@ class AttributeTraining(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, context: ExtraContext,
+def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, context: BuildContext,
                     out: Path) -> nn.Module:
     """Draw ``cfg.n_scenes`` training scenes, fit ``network``, save ``model.safetensors`` + ``config.json``."""
     from hynea_pl.zoo import train
@@ -223,7 +223,7 @@ def oracle_init_args(cfg: AttributeOracleConfig) -> dict:
     return {"widths": list(cfg.widths), "num_classes": NUM_CLASSES, "in_channels": 1, "dropout": cfg.dropout}
 
 
-def train_attribute_sut(cfg: AttributeSUTConfig, context: ExtraContext, out: Path) -> nn.Module:
+def train_attribute_sut(cfg: AttributeSUTConfig, context: BuildContext, out: Path) -> nn.Module:
     """Train the :class:`SceneAttributeCNN` SUT with small shifts; save it to ``out``."""
     from hynea_pl.zoo import train
 
@@ -235,8 +235,8 @@ def train_attribute_sut(cfg: AttributeSUTConfig, context: ExtraContext, out: Pat
                            lambda images: random_shift(images, cfg.max_shift), context, out)
 
 
-def train_attribute_oracle(cfg: AttributeOracleConfig, context: ExtraContext, out: Path) -> nn.Module:
-    """Train the residual :class:`~hynea_pl.zoo.oracle.OracleNet` oracle with the MNIST oracle's augmentation."""
+def train_attribute_oracle(cfg: AttributeOracleConfig, context: BuildContext, out: Path) -> nn.Module:
+    """Train the residual :class:`~hynea_pl.zoo.mnist.oracle.OracleNet` oracle with the MNIST oracle's augmentation."""
     from hynea_pl.zoo import train
 
     train.console.print(f"[bold]zoo[/]: training attribute_oracle (OracleNet {list(cfg.widths)}, "
@@ -287,8 +287,8 @@ def attribute_scores(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, f
             "exact_match": correct.all(1).float().mean().item()}
 
 
-def _measure(load: Callable[[Path], nn.Module]) -> Callable[[AttributeGates, Path, ExtraContext, Path], list[Gate]]:
-    def measure(gates: AttributeGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
+def _measure(load: Callable[[Path], nn.Module]) -> Callable[[AttributeGates, Path, BuildContext, Path], list[Gate]]:
+    def measure(gates: AttributeGates, entry: Path, context: BuildContext, out: Path) -> list[Gate]:
         """The module doc's gates on held-out scenes (held-out digits only)."""
         _, held_out = scene_split(context.data, 0, gates.n_scenes, gates.scene_seed)
         scores = attribute_scores(attribute_logits(load(entry), held_out.images), held_out.attributes())
@@ -313,18 +313,22 @@ GATE_CONFIGS = {
     "tiny": AttributeGates(n_scenes=32, mean_auroc=None, mean_accuracy=None, max_build_s=None),
 }
 
-register_extra(ExtraComponent(
-    name="attribute_sut", train_configs=SUT_CONFIGS, gate_configs=GATE_CONFIGS, train=train_attribute_sut,
-    measure=_measure(load_attribute_sut), load=load_attribute_sut, uri_target="model.safetensors", base_gated=False,
-    description="digit scenes' multi-label SUT: SceneAttributeCNN, 10 logits 'digit k present' (BinaryAttributeSUT)",
-))
-register_extra(ExtraComponent(
-    name="attribute_oracle", train_configs=ORACLE_CONFIGS, gate_configs=GATE_CONFIGS,
-    train=train_attribute_oracle, measure=_measure(load_attribute_oracle), load=load_attribute_oracle,
-    uri_target="model.safetensors", base_gated=False,
-    description="digit scenes' validity judge (one of configs/scenes_oracle.yaml's two): residual OracleNet, "
-                "10 logits 'digit k present'; judges only",
-))
+#: This module's zoo components (read by :mod:`hynea_pl.zoo.registry`).
+ZOO_COMPONENTS = (
+    Component(
+        name="attribute_sut", train_configs=SUT_CONFIGS, gate_configs=GATE_CONFIGS, train=train_attribute_sut,
+        measure=_measure(load_attribute_sut), load=load_attribute_sut, uri_target="model.safetensors", base_gated=False,
+        description="digit scenes' multi-label SUT: SceneAttributeCNN, 10 logits 'digit k present' "
+                    "(BinaryAttributeSUT)",
+    ),
+    Component(
+        name="attribute_oracle", train_configs=ORACLE_CONFIGS, gate_configs=GATE_CONFIGS,
+        train=train_attribute_oracle, measure=_measure(load_attribute_oracle), load=load_attribute_oracle,
+        uri_target="model.safetensors", base_gated=False,
+        description="digit scenes' validity judge (one of configs/scenes_oracle.yaml's two): residual OracleNet, "
+                    "10 logits 'digit k present'; judges only",
+    ),
+)
 
 
 __all__ = [

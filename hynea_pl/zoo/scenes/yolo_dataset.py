@@ -7,7 +7,7 @@ Layout written under ``root`` by :func:`write_yolo_dataset`::
     root/labels/{train,val}/00000.txt   one ``cls cx cy w h`` line per digit, normalised to [0, 1]
 
 File names are the scene's index (zero-padded), so the same scenes always give the same files. A scene's box
-``(x0, y0, x1, y1)`` in pixels with exclusive ends (see :mod:`hynea_pl.zoo.scenes`) becomes
+``(x0, y0, x1, y1)`` in pixels with exclusive ends (see :mod:`hynea_pl.zoo.scenes.data`) becomes
 ``cx = (x0 + x1) / 2 / W``, ``w = (x1 - x0) / W`` (``cy``, ``h`` likewise with ``H``): ultralytics' boxes are
 continuous, so the exclusive end is the box's right / bottom edge. :func:`read_yolo_labels` inverts it.
 """
@@ -22,8 +22,8 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from hynea_pl.zoo.data import NUM_CLASSES
-from hynea_pl.zoo.scenes import DigitScenes
+from hynea_pl.zoo.mnist.data import NUM_CLASSES
+from hynea_pl.zoo.scenes.data import DigitScenes
 
 #: Class names of the digit detector: class k is the digit k.
 DIGIT_NAMES: dict[int, str] = {k: str(k) for k in range(NUM_CLASSES)}

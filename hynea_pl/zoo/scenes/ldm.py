@@ -2,16 +2,16 @@
 
 The scene tasks' generator is sampled like the paper's CelebA-HQ LDM (``CompVis/ldm-celebahq-256``): a
 ``UNet2DModel`` denoises the latents of a ``VQModel``, with DDIM, no conditioning. Both are trained on scenes
-(:mod:`hynea_pl.zoo.scenes`) drawn from the zoo's *training* digits only:
+(:mod:`hynea_pl.zoo.scenes.data`) drawn from the zoo's *training* digits only:
 
 - ``scene_autoencoder``: a small diffusers ``VQModel``, scenes ``1x64x64`` <-> latents ``3x16x16`` (three encoder
   blocks: two downsamplings), a 256-entry codebook of 3-d codes, trained with
-  :class:`~hynea_pl.zoo.autoencoder.AutoencoderTraining` (ink-weighted MSE + the VQ commitment / codebook loss, a
+  :class:`~hynea_pl.zoo.mnist.autoencoder.AutoencoderTraining` (ink-weighted MSE + the VQ commitment / codebook loss, a
   codebook drawn from the first latents) on 32 px windows around the digits (:class:`SceneAutoencoderConfig`). The entry
   is the ``save_pretrained`` folder (``zoo://<profile>/scene_autoencoder`` resolves to it) plus ``training.json``;
   its ``scaling_factor`` is 1.0 (unscaled; the LDM sets its own).
 - ``scene_ldm`` (depends on ``scene_autoencoder``): an unconditional ``UNet2DModel`` on ``3x16x16`` latents
-  (attention at the lowest resolution only), trained with :class:`~hynea_pl.zoo.denoiser.DenoiserTraining`
+  (attention at the lowest resolution only), trained with :class:`~hynea_pl.zoo.mnist.denoiser.DenoiserTraining`
   (``class_embedding=None``, epsilon prediction, min-SNR weighting, EMA weights) on the autoencoder's
   *pre-quantisation* latents of the training scenes times ``1 / std`` of those latents, with the MNIST zoo's DDPM
   schedule (1000 steps, ``squaredcos_cap_v2``). The entry is ``LDMPipeline``'s layout, what
@@ -28,7 +28,7 @@ The scene tasks' generator is sampled like the paper's CelebA-HQ LDM (``CompVis/
 Gates (``None`` records a value without enforcing it):
 
 - ``scene_autoencoder``, on held-out scenes drawn from the held-out digits (the held-out half of
-  :func:`~hynea_pl.zoo.scenes.scene_split`): ``recon_psnr`` (dB, of the mean squared error over all pixels; >= 28
+  :func:`~hynea_pl.zoo.scenes.data.scene_split`): ``recon_psnr`` (dB, of the mean squared error over all pixels; >= 28
   for ``full``, where reconstructed digits are sharp: see :class:`SceneAutoencoderConfig`), ``recon_mse``, ``blank_psnr``
   (the PSNR an all-black reconstruction gets: scenes are ~97 % background, so this is the floor the autoencoder
   must clear), ``codebook_usage`` (fraction of the codes the held-out latents quantise to);
@@ -65,11 +65,11 @@ from diffusers import DDIMScheduler, DDPMScheduler, UNet2DModel, VQModel
 from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
-from hynea_pl.zoo.autoencoder import AutoencoderTraining, encode_latents, reconstruct
-from hynea_pl.zoo.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.extras import ExtraComponent, ExtraContext, register_extra
+from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents, reconstruct
+from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
 from hynea_pl.zoo.quality import Gate
-from hynea_pl.zoo.scenes import DigitScenes, SceneConfig, make_scenes, scene_split, windows_around_digits
+from hynea_pl.zoo.registry import BuildContext, Component
+from hynea_pl.zoo.scenes.data import DigitScenes, SceneConfig, make_scenes, scene_split, windows_around_digits
 
 #: The subfolders of a ``scene_ldm`` entry (``LDMPipeline``'s layout, what ``UnconditionalLDM`` loads).
 LDM_LAYOUT = ("unet", "vqvae", "scheduler")
@@ -87,7 +87,7 @@ class SceneAutoencoderConfig:
     Scenes are ~97 % background, so whole-scene MSE first trains toward all black: 180 steps on whole scenes
     reached 17.6 dB (the all-black floor is 16.3) and reconstructions in which the detector found no digit. The
     network is fully convolutional, so it trains on ``window_size`` px windows centred on digits
-    (:func:`~hynea_pl.zoo.scenes.windows_around_digits`, ``windows_per_scene`` per scene, 4x cheaper than whole
+    (:func:`~hynea_pl.zoo.scenes.data.windows_around_digits`, ``windows_per_scene`` per scene, 4x cheaper than whole
     scenes) with the MSE of ink pixels weighted ``1 + ink_weight`` and a one-cycle learning rate; it still encodes
     whole scenes. Measured on the full profile, one thread, the other core busy: this config's build reached 30.0 dB
     on held-out whole scenes in 186 s (24.0 dB without the warm-up); an experiment drawing fresh windows every step
@@ -211,13 +211,13 @@ def init_codebook(vq: VQModel, images: torch.Tensor, seed: int) -> None:
     vq.train()
 
 
-def training_scenes(cfg: SceneAutoencoderConfig | SceneLDMConfig, context: ExtraContext) -> DigitScenes:
+def training_scenes(cfg: SceneAutoencoderConfig | SceneLDMConfig, context: BuildContext) -> DigitScenes:
     """``cfg.n_scenes`` scenes of the profile's training digits, drawn from ``cfg.scene_seed``."""
     data = context.data
     return make_scenes(data.train_images, data.train_labels, cfg.n_scenes, cfg.scene_seed, cfg.scenes)
 
 
-def train_scene_autoencoder(cfg: SceneAutoencoderConfig, context: ExtraContext, out: Path) -> VQModel:
+def train_scene_autoencoder(cfg: SceneAutoencoderConfig, context: BuildContext, out: Path) -> VQModel:
     """Train the scene ``VQModel``; ``save_pretrained`` it to ``out`` with ``training.json``."""
     from hynea_pl.zoo import train
 
@@ -243,7 +243,7 @@ def train_scene_autoencoder(cfg: SceneAutoencoderConfig, context: ExtraContext, 
 
 def load_scene_autoencoder(entry: Path) -> VQModel:
     """The frozen ``VQModel`` of a ``scene_autoencoder`` entry (eval mode): scenes ``(B, 1, 64, 64)`` in [-1, 1]
-    <-> latents ``(B, 3, 16, 16)``; see :func:`~hynea_pl.zoo.autoencoder.encode_latents` / ``reconstruct``."""
+    <-> latents ``(B, 3, 16, 16)``; see :func:`~hynea_pl.zoo.mnist.autoencoder.encode_latents` / ``reconstruct``."""
     return VQModel.from_pretrained(Path(entry)).requires_grad_(False).eval()
 
 
@@ -260,7 +260,7 @@ def codebook_usage(vq: VQModel, images: torch.Tensor) -> float:
     return codes.unique().numel() / vq.config.num_vq_embeddings
 
 
-def measure_scene_autoencoder(gates: SceneAutoencoderGates, entry: Path, context: ExtraContext,
+def measure_scene_autoencoder(gates: SceneAutoencoderGates, entry: Path, context: BuildContext,
                               out: Path) -> list[Gate]:
     """The module doc's autoencoder gates on held-out scenes (held-out digits only)."""
     cfg: SceneAutoencoderConfig = AUTOENCODER_CONFIGS[context.profile.name]
@@ -296,14 +296,14 @@ def make_unet(cfg: SceneLDMConfig, latent_shape: Sequence[int]) -> UNet2DModel:
 
 def inference_scheduler(cfg: SceneLDMConfig) -> DDIMScheduler:
     """DDIM on the training schedule, ``leading`` spacing, ``set_alpha_to_one`` (as the MNIST zoo's
-    :func:`hynea_pl.zoo.train.inference_scheduler` and the CelebA-HQ LDM's scheduler config)."""
+    :func:`hynea_pl.zoo.mnist.train.inference_scheduler` and the CelebA-HQ LDM's scheduler config)."""
     return DDIMScheduler(
         num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon",
         timestep_spacing="leading", set_alpha_to_one=True, clip_sample=False,
     )
 
 
-def train_scene_ldm(cfg: SceneLDMConfig, context: ExtraContext, out: Path) -> None:
+def train_scene_ldm(cfg: SceneLDMConfig, context: BuildContext, out: Path) -> None:
     """Encode the training scenes with the ``scene_autoencoder``, scale them to unit std, train the UNet; write the
     module doc's entry layout to ``out``."""
     from hynea_pl.zoo import train
@@ -418,18 +418,18 @@ def scene_detections(detector, images: torch.Tensor, batch_size: int = 50) -> li
         detector.top_k = previous
 
 
-def load_cross_suts(context: ExtraContext) -> tuple[Any, Any]:
+def load_cross_suts(context: BuildContext) -> tuple[Any, Any]:
     """The ``detector_sut`` and ``attribute_sut`` of ``context.deps`` (built by ``gated_by``), frozen."""
-    from hynea_pl.zoo.scene_attributes import load_attribute_sut
-    from hynea_pl.zoo.scene_detector import load_detector
+    from hynea_pl.zoo.scenes.attributes import load_attribute_sut
+    from hynea_pl.zoo.scenes.detector import load_detector
 
     return load_detector(context.deps["detector_sut"]), load_attribute_sut(context.deps["attribute_sut"])
 
 
-def measure_scene_ldm(gates: SceneLDMGates, entry: Path, context: ExtraContext, out: Path) -> list[Gate]:
+def measure_scene_ldm(gates: SceneLDMGates, entry: Path, context: BuildContext, out: Path) -> list[Gate]:
     """The module doc's LDM gates: sample with ``UnconditionalLDM`` from the entry, compare with held-out scenes,
     score the samples with the scene SUTs."""
-    from hynea_pl.zoo.scene_attributes import attribute_logits
+    from hynea_pl.zoo.scenes.attributes import attribute_logits
 
     cfg: SceneLDMConfig = LDM_CONFIGS[context.profile.name]
     generator = load_scene_ldm(entry, num_inference_steps=gates.num_inference_steps, eta=0.0)
@@ -451,17 +451,20 @@ def measure_scene_ldm(gates: SceneLDMGates, entry: Path, context: ExtraContext, 
     ]
 
 
-register_extra(ExtraComponent(
-    name="scene_autoencoder", train_configs=AUTOENCODER_CONFIGS, gate_configs=AUTOENCODER_GATES,
-    train=train_scene_autoencoder, measure=measure_scene_autoencoder, load=load_scene_autoencoder, base_gated=False,
-    description="digit scenes' VQModel autoencoder: 1x64x64 <-> 3x16x16 latents, 256 codes (diffusers folder)",
-))
-register_extra(ExtraComponent(
-    name="scene_ldm", train_configs=LDM_CONFIGS, gate_configs=LDM_GATES, train=train_scene_ldm,
-    measure=measure_scene_ldm, load=load_scene_ldm, depends=("scene_autoencoder",),
-    gated_by=("detector_sut", "attribute_sut"), base_gated=False,
-    description="digit scenes' unconditional LDM: UNet2DModel + VQModel + DDIM (UnconditionalLDM's folder layout)",
-))
+#: This module's zoo components (read by :mod:`hynea_pl.zoo.registry`).
+ZOO_COMPONENTS = (
+    Component(
+        name="scene_autoencoder", train_configs=AUTOENCODER_CONFIGS, gate_configs=AUTOENCODER_GATES,
+        train=train_scene_autoencoder, measure=measure_scene_autoencoder, load=load_scene_autoencoder, base_gated=False,
+        description="digit scenes' VQModel autoencoder: 1x64x64 <-> 3x16x16 latents, 256 codes (diffusers folder)",
+    ),
+    Component(
+        name="scene_ldm", train_configs=LDM_CONFIGS, gate_configs=LDM_GATES, train=train_scene_ldm,
+        measure=measure_scene_ldm, load=load_scene_ldm, depends=("scene_autoencoder",),
+        gated_by=("detector_sut", "attribute_sut"), base_gated=False,
+        description="digit scenes' unconditional LDM: UNet2DModel + VQModel + DDIM (UnconditionalLDM's folder layout)",
+    ),
+)
 
 __all__ = [
     "AUTOENCODER_CONFIGS", "AUTOENCODER_GATES", "LDM_CONFIGS", "LDM_GATES", "LDM_LAYOUT", "SceneAutoencoderConfig",

@@ -1,0 +1,145 @@
+"""Train and save each component of the MNIST base zoo (the registry's ``train`` of :mod:`hynea_pl.zoo.mnist.zoo`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
+from safetensors.torch import save_file
+from torch import nn
+from torch.utils.data import TensorDataset
+
+from hynea_pl.generators.conditioning import ClassEmbedding
+from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents
+from hynea_pl.zoo.mnist.classifier import ClassifierTraining, DigitCNN
+from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, augmented_reference, digit_embedding
+from hynea_pl.zoo.mnist.oracle import OracleTraining, oracle_network, oracle_role
+from hynea_pl.zoo.mnist.profiles import (
+    AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
+)
+from hynea_pl.zoo.train import console, fit
+
+#: How the zoo classifiers expect their input: 1x32x32 in [0, 1], then (x - 0.5) / 0.5.
+CLASSIFIER_PREPROCESS = {"size": IMAGE_SIZE, "channels": 1, "mean": [0.5], "std": [0.5]}
+
+
+def classifier_init_args(cfg: ClassifierConfig) -> dict:
+    return {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
+            "num_classes": NUM_CLASSES, "in_channels": 1, "image_size": IMAGE_SIZE}
+
+
+def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: str) -> DigitCNN:
+    """Train a DigitCNN and save ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing)."""
+    console.print(f"[bold]zoo[/]: training {role} (DigitCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
+    torch.manual_seed(cfg.seed)
+    init_args = classifier_init_args(cfg)
+    model = DigitCNN(**init_args)
+    module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
+    seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  name=role)
+    model.eval()
+    save_file(model.state_dict(), str(out / "model.safetensors"))
+    config = {
+        "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
+        "preprocess": CLASSIFIER_PREPROCESS, "role": role, "training": dataclasses.asdict(cfg), "build_s": seconds,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return model
+
+
+def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Path, name: str) -> nn.Module:
+    """Train (or, for the k-NN member, fit) a validity-oracle member and save it like a classifier:
+    ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing, role)."""
+    torch.manual_seed(cfg.seed)
+    start = time.perf_counter()
+    if isinstance(cfg, KNNOracleConfig):
+        console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
+        images, labels = augmented_reference(
+            data.train_images, data.train_labels, cfg.shift, cfg.rotations, cfg.elastic_copies, cfg.elastic_alpha,
+            cfg.elastic_grid, torch.Generator().manual_seed(cfg.seed))
+        model = KNNDigitClassifier(digit_embedding(images, cfg.blur_sigma), labels, cfg.k, cfg.blur_sigma)
+        class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
+            "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": NUM_CLASSES}
+        state = {"reference": model.reference.contiguous(), "labels": model.labels.contiguous()}
+    else:
+        model, class_path, init_args = oracle_network(cfg)
+        console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
+        fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
+            cfg.max_steps, cfg.seed, name=name)
+        state = model.eval().state_dict()
+    save_file(state, str(out / "model.safetensors"))
+    config = {
+        "class_path": class_path, "init_args": init_args,
+        "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name),
+        "training": dataclasses.asdict(cfg), "build_s": time.perf_counter() - start,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    return model
+
+
+def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> AutoencoderKL:
+    """Train the AutoencoderKL, set ``scaling_factor`` to 1 / std of the training latents, save it."""
+    console.print(f"[bold]zoo[/]: training autoencoder (AutoencoderKL {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    torch.manual_seed(cfg.seed)
+    n_blocks = len(cfg.block_out_channels)
+    vae = AutoencoderKL(
+        in_channels=1, out_channels=1,
+        down_block_types=["DownEncoderBlock2D"] * n_blocks, up_block_types=["UpDecoderBlock2D"] * n_blocks,
+        block_out_channels=list(cfg.block_out_channels), layers_per_block=cfg.layers_per_block,
+        latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=IMAGE_SIZE,
+    )
+    module = AutoencoderTraining(vae, cfg.lr, cfg.max_steps, cfg.l1_weight, cfg.kl_weight)
+    seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  name="autoencoder")
+    vae.eval()
+    latents = encode_latents(vae, data.train_images)
+    vae.register_to_config(scaling_factor=float(1.0 / latents.std()))
+    vae.save_pretrained(out)
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))
+    return vae
+
+
+def inference_scheduler(cfg: DenoiserConfig) -> DDIMScheduler:
+    """DDIM with ``leading`` spacing and ``set_alpha_to_one`` (``trailing`` starts at t=999, where the
+    cosine schedule has almost no signal and epsilon prediction blows up; see REFERENCE.md)."""
+    return DDIMScheduler(
+        num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon",
+        timestep_spacing="leading", set_alpha_to_one=True, clip_sample=False,
+    )
+
+
+def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Path) -> None:
+    """Train the class-conditional UNet on scaled autoencoder latents; save a generator folder
+    (``unet/``, ``class_embedding/``, ``scheduler/``, ``vae/``) that ``LatentDiffusionGenerator.from_pretrained`` loads."""
+    console.print(f"[bold]zoo[/]: training ldm (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    vae = AutoencoderKL.from_pretrained(vae_dir)
+    latents = encode_latents(vae, data.train_images) * vae.config.scaling_factor
+    torch.manual_seed(cfg.seed)
+    unet = UNet2DConditionModel(
+        sample_size=latents.shape[-1], in_channels=latents.shape[1], out_channels=latents.shape[1],
+        block_out_channels=list(cfg.block_out_channels), layers_per_block=cfg.layers_per_block,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=cfg.cross_attention_dim, attention_head_dim=cfg.attention_head_dim,
+        norm_num_groups=cfg.norm_num_groups,
+    )
+    class_embedding = ClassEmbedding(num_classes=NUM_CLASSES, embedding_dim=cfg.cross_attention_dim)
+    noise_scheduler = DDPMScheduler(
+        num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon"
+    )
+    module = DenoiserTraining(unet, class_embedding, noise_scheduler, cfg.lr, cfg.max_steps,
+                              cfg.label_dropout, cfg.snr_gamma)
+    seconds = fit(module, TensorDataset(latents, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
+                  callbacks=[EMA(cfg.ema_decay)], name="ldm")
+    unet.eval()
+    unet.save_pretrained(out / "unet")
+    class_embedding.save_pretrained(out / "class_embedding")
+    inference_scheduler(cfg).save_pretrained(out / "scheduler")
+    shutil.copytree(vae_dir, out / "vae", ignore=shutil.ignore_patterns("COMPLETE", "training.json"))
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))

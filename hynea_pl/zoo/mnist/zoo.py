@@ -1,0 +1,167 @@
+"""The MNIST base zoo: its components in the registry (:mod:`hynea_pl.zoo.registry`), built and gated together as
+the bundle ``zoo``, and :class:`Zoo`, a built profile's models.
+
+Members: ``sut`` and ``embedder`` (:class:`~hynea_pl.zoo.mnist.classifier.DigitCNN`), ``autoencoder`` (diffusers
+``AutoencoderKL``), ``ldm`` (a class-conditional latent diffusion generator on the autoencoder's latents) and the
+validity oracle's members (:data:`~hynea_pl.zoo.mnist.oracle.ORACLE_NAMES`). Their training configs are the
+profile's fields (:mod:`hynea_pl.zoo.mnist.profiles`). The bundle's gates (:mod:`hynea_pl.zoo.mnist.gates`): the
+SUT's accuracy on held-out digits, on their reconstructions and on generated digits, each oracle member's accuracy,
+and the build time of the whole base zoo (a budget).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from diffusers import AutoencoderKL
+from torch import nn
+
+from hynea_pl.zoo.mnist import train
+from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier
+from hynea_pl.zoo.mnist.embedder import DigitEmbedder, load_embedder
+from hynea_pl.zoo.mnist.gates import generate_digits, measure_model_gates, measure_oracle_gates
+from hynea_pl.zoo.mnist.oracle import ORACLE_NAMES, ORACLE_ROLES, load_oracle
+from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile, get_profile
+from hynea_pl.zoo.quality import Gate
+from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_component, component_paths, load_component
+
+#: The base zoo's members, in build order.
+COMPONENTS = ("sut", "embedder", "autoencoder", "ldm", *ORACLE_NAMES)
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """A built zoo profile: the cache folder of each component and the measured quality."""
+
+    profile: ZooProfile
+    entries: dict[str, Path]
+    manifest_dir: Path
+
+    @cached_property
+    def quality(self) -> dict:
+        return json.loads((self.manifest_dir / "quality.json").read_text())
+
+    def sut(self) -> DigitCNN:
+        return load_classifier(self.entries["sut"])
+
+    def embedder(self) -> DigitEmbedder:
+        """The metric embedder: images in [0, 1] -> penultimate features of the embedder network."""
+        return load_embedder(self.entries["embedder"])
+
+    def generator(self, **settings):
+        """The frozen zoo LDM as a :class:`~hynea_pl.generators.LatentDiffusionGenerator` with the profile's
+        default sampler settings (overridable)."""
+        sampler = self.profile.sampler
+        defaults = {"num_inference_steps": sampler.num_inference_steps,
+                    "guidance_scale": sampler.guidance_scale, "eta": sampler.eta}
+        return load_generator(self.entries["ldm"], **{**defaults, **settings})
+
+    def oracle(self, name: str) -> nn.Module:
+        """A frozen validity-oracle member in eval mode: RAW images ``(B, 1, 32, 32)`` in [0, 1] -> logits
+        ``(B, 10)`` (the normalisation is inside)."""
+        if name not in ORACLE_NAMES:
+            raise ValueError(f"unknown zoo oracle {name!r}; choose one of {list(ORACLE_NAMES)}")
+        return load_oracle(self.entries[name])
+
+    def extra(self, name: str) -> Any:
+        """An on-demand component of this profile (e.g. ``"stylegan"``), built on first use; see
+        :mod:`hynea_pl.zoo.registry`."""
+        return load_component(self.profile, name)
+
+    @staticmethod
+    def oracle_names() -> dict[str, list[str]]:
+        """The oracle members by role (``steering``, ``judges``): the judges never steer a search."""
+        return {role: list(names) for role, names in ORACLE_ROLES.items()}
+
+
+def load_generator(entry: Path, **settings):
+    """The frozen LDM of an ``ldm`` entry as a :class:`~hynea_pl.generators.LatentDiffusionGenerator` (``settings``:
+    its sampler settings; :meth:`Zoo.generator` gives the profile's)."""
+    from hynea_pl.generators import LatentDiffusionGenerator
+
+    return LatentDiffusionGenerator.from_pretrained(entry, **settings)
+
+
+def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
+    """Cache folders of each component and of the profile's manifest, keyed by their training configs."""
+    entries = {name: component_paths(profile, name)[0] for name in COMPONENTS}
+    return entries, component_paths(profile, BASE_ZOO)[1]
+
+
+def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
+    """Build every missing component of ``profile`` (showing each one's training progress), then measure and
+    store its quality gates; ``verbose`` prints the quality table after a build (it is always printed when a
+    gate is missed). Nothing is printed when the profile is already cached.
+
+    Raises :class:`~hynea_pl.zoo.quality.ZooQualityError` when a model-quality gate is missed, leaving no manifest,
+    so the zoo is never loaded as valid. The build time is a budget: measured, stored and shown (``over budget``
+    plus a one-line warning when missed), never fatal.
+    """
+    profile = get_profile(profile) if isinstance(profile, str) else profile
+    built = build_component(profile, BASE_ZOO, verbose=verbose)
+    return Zoo(profile, built.entries, built.manifest)
+
+
+def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
+    """The zoo of ``profile``; the first use builds it, showing each component's progress and the quality table."""
+    return build_zoo(profile, verbose=True)
+
+
+# -------------------------------------------------------------------------------------- the registry's view
+def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out: Path) -> list[Gate]:
+    """The bundle's gates (:mod:`hynea_pl.zoo.mnist.gates`): the SUT on held-out, reconstructed and generated
+    digits (grid saved to ``out/samples.png``), then the oracle members and the judges' unanimous vote."""
+    zoo = Zoo(context.profile, context.deps, out)
+    samples = generate_digits(zoo.generator(), gates.generated_per_class, gates.sample_seed)
+    result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
+                                 samples, context.data, out)
+    oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
+    return result + measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, context.data)
+
+
+def _oracle_config(name: str) -> Callable[[ZooProfile], Any]:
+    def config(profile: ZooProfile) -> Any:
+        if sorted(profile.oracles) != sorted(ORACLE_NAMES):
+            raise ValueError(f"zoo profile {profile.name!r} has oracle configs {sorted(profile.oracles)}, "
+                             f"expected {', '.join(ORACLE_NAMES)}")
+        return profile.oracles[name]
+
+    return config
+
+
+def _member(name: str, config: Callable[[ZooProfile], Any], train_fn: Callable[[Any, BuildContext, Path], object],
+            load: Callable[[Path], Any], uri_target: str = "", depends: tuple[str, ...] = (),
+            description: str = "") -> Component:
+    return Component(name=name, train_configs=config, gate_configs=None, train=train_fn, measure=None, load=load,
+                     depends=depends, uri_target=uri_target, part_of=BASE_ZOO, description=description)
+
+
+# The trainers are looked up in :mod:`hynea_pl.zoo.mnist.train` at build time (tests replace them there).
+ZOO_COMPONENTS: tuple[Component, ...] = (
+    _member("sut", lambda p: p.sut, lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, out, "sut"),
+            load_classifier, "model.safetensors", description="the system under test: DigitCNN"),
+    _member("embedder", lambda p: p.embedder,
+            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, out, "embedder"),
+            load_embedder, "model.safetensors", description="the metric embedder: another DigitCNN's features"),
+    _member("autoencoder", lambda p: p.autoencoder, lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, out),
+            AutoencoderKL.from_pretrained, description="AutoencoderKL, 1x32x32 <-> 4x8x8 (diffusers folder)"),
+    _member("ldm", lambda p: p.denoiser,
+            lambda cfg, ctx, out: train.train_denoiser(cfg, ctx.data, ctx.deps["autoencoder"], out),
+            load_generator, depends=("autoencoder",),
+            description="class-conditional LDM on the autoencoder's latents (LatentDiffusionGenerator folder)"),
+    *(_member(name, _oracle_config(name),
+              lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, out, name),
+              load_oracle, "model.safetensors", description=f"validity-oracle member ({name})")
+      for name in ORACLE_NAMES),
+    Component(name=BASE_ZOO, train_configs=None, gate_configs=lambda p: p.gates, train=None,
+              measure=measure_base_zoo, load=None, depends=COMPONENTS, gate_inputs=lambda p: (p.sampler,),
+              description="the MNIST base zoo: its members gated together"),
+)
+
+__all__ = ["COMPONENTS", "ZOO_COMPONENTS", "Zoo", "build_zoo", "entry_paths", "load_generator", "load_zoo",
+           "measure_base_zoo"]
