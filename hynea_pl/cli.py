@@ -242,6 +242,8 @@ def _rate(args: list[str]) -> int:
                         help="class names: a JSON list or object, or one name per line (default: from each run's "
                              "config: 'digit <i>' on the zoo, torchvision's ImageNet names, else 'class <i>')")
     options = parser.parse_args(args)
+    if not 0 <= options.port <= 65535:
+        raise ValueError(f"--port = {options.port}: must be within 1-65535 (0 picks a free port)")
     ratings = options.ratings or default_ratings_path(options.run_dirs)
     names = load_class_names(options.class_names) if options.class_names else None
     app = build_app(options.run_dirs, ratings, options.rater, options.seed, names)

@@ -27,7 +27,7 @@ from hynea_pl.campaign.cases import CaseSelection, TestCase
 from hynea_pl.campaign.config import STEERS_AND_JUDGES, RunOutput, check_method, parse_config
 from hynea_pl.campaign.distributed import Shard, launch
 from hynea_pl.campaign.factory import CaseFactory, Components, build_components, build_trainer_args
-from hynea_pl.generators import Generator
+from hynea_pl.generators import ClassEmbedding, Generator
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts import SUT
@@ -114,6 +114,7 @@ class Campaign:
             components = build_components(config).to(shard.device)
             factory = CaseFactory(config, components)
             selection = CaseSelection(**vars(config.cases))
+            check_classes(selection, components)  # before a first module sees a class out of range
             first = factory.build((selection.classes or [None])[0], selection.seed)
         finally:
             if shard.is_main:
@@ -127,9 +128,10 @@ class Campaign:
 
     def validate(self) -> None:
         """Refuse a campaign that cannot run as configured; called before any case runs or any run folder is
-        created (by :meth:`from_config`, else by ``run_campaign``). The method must implement the SUT's task, and
-        the oracle must be independent of the model that steers the search (:func:`check_judge_independent`)."""
+        created (by :meth:`from_config`, else by ``run_campaign``). The method must implement the SUT's task, the
+        classes must be within the generator's and SUT's classes (:func:`check_classes`), and the oracle must be independent of the model that steers the search (:func:`check_judge_independent`)."""
         self.factory.model_class.check_task(self.sut.task, self.method)
+        check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
         self.validated = True
 
@@ -184,6 +186,44 @@ class Campaign:
         return [make(self) for make in self.callbacks]
 
 
+def class_count(module: torch.nn.Module | None) -> int | None:
+    """How many classes a component knows: its own ``num_classes``, else that of its class embedding (a
+    class-conditional generator: :class:`hynea_pl.generators.ClassEmbedding`, a DiT's label embedding), else, for a
+    multiclass SUT, the outputs of its last linear layer; ``None`` when it cannot tell."""
+    if module is None:
+        return None
+    own = getattr(module, "num_classes", None)
+    if isinstance(own, int):
+        return own
+    for sub in module.modules():
+        if isinstance(sub, ClassEmbedding):
+            count = sub.config.num_classes
+        else:
+            count = vars(sub).get("num_classes")
+        if isinstance(count, int) and sub is not module:
+            return count
+    if getattr(module, "task", None) == "multiclass":
+        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+        if linears:
+            return int(linears[-1].out_features)
+    return None
+
+
+def check_classes(selection: CaseSelection, components: Components) -> None:
+    """Refuse a ``cases.classes`` entry the generator or a multiclass SUT does not have (one line: the key, the
+    class and the range)."""
+    for name, module in (("generator", components.generator), ("SUT", components.sut)):
+        if name == "SUT" and getattr(module, "task", None) != "multiclass":
+            continue
+        count = class_count(module)
+        if count is None:
+            continue
+        for value in selection.classes or []:
+            if value is not None and not 0 <= value < count:
+                raise ValueError(f"cases.classes = {list(selection.classes)}: class {value} is out of range "
+                                 f"(0-{count - 1}, the {name}'s {count} classes)")
+
+
 def case_trainer_config(trainer: Any, case: TestCase, run_name: str) -> Any:
     """A copy of the config's ``trainer`` section for one case: its logger named ``<run>/<case id>`` and, for W&B,
     grouped under the campaign's run name."""
@@ -224,4 +264,5 @@ def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.
                       "blind spots and undercount valid failures", stacklevel=2)
 
 
-__all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_judge_independent"]
+__all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_classes",
+           "check_judge_independent", "class_count"]

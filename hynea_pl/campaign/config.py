@@ -7,6 +7,7 @@ below that builder sees the LightningCLI object.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -113,9 +114,50 @@ def parse_config(args: list[str] | Namespace | dict) -> CampaignCLI:
     return CampaignCLI(args=args)
 
 
+def bad_value(key: str, value: Any, allowed: str) -> ValueError:
+    """The one-line error of a config value out of its range: the key, the value and what is allowed."""
+    return ValueError(f"{key} = {value!r}: {allowed}")
+
+
+def validate_config(config: Any) -> None:
+    """Refuse, from the parsed config alone and before any model is loaded or any folder created, every count and
+    range the config states that cannot run: an empty or negative class list, ``cases.n_per_class`` /
+    ``cases.max_seed_tries`` / ``budget.max_evals`` below 1, ``trainer.max_steps`` below 1 (unless the method sets
+    its own ``total_steps``), ``cases.case_ids`` that are no case of the selection. Classes beyond the SUT's or
+    generator's number of classes are refused by :meth:`hynea_pl.campaign.campaign.Campaign.validate`."""
+    from hynea_pl.campaign.cases import case_id
+
+    cases = config.cases
+    classes = cases.classes
+    if classes is not None and len(classes) == 0:
+        raise bad_value("cases.classes", [], "give at least one class (or null for an unconditional generator)")
+    for value in classes or []:
+        if value is not None and value < 0:
+            raise bad_value("cases.classes", list(classes), f"class {value} is out of range (classes are >= 0)")
+    for key, value in (("cases.n_per_class", cases.n_per_class), ("cases.max_seed_tries", cases.max_seed_tries),
+                       ("budget.max_evals", config.budget.max_evals)):
+        if value is None or value < 1:
+            raise bad_value(key, value, "must be >= 1")
+    max_steps = config.trainer.get("max_steps")
+    own_total = (config.model.get("init_args") or {}).get("total_steps")
+    if not (max_steps is not None and max_steps >= 1) and not (own_total and max_steps in (None, -1)):
+        raise bad_value("trainer.max_steps", max_steps, "must be >= 1 (or -1 with model.init_args.total_steps set)")
+    if cases.case_ids:
+        known = [case_id(c, i) for c in (classes or [None]) for i in range(cases.n_per_class)]
+        unknown = [cid for cid in cases.case_ids if cid not in set(known)]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            shown = known if len(known) <= 6 else [*known[:3], "...", *known[-2:]]
+            raise bad_value("cases.case_ids", list(cases.case_ids),
+                            f"no case {unknown[0]!r} in this selection (cases: {', '.join(shown)}){hint}")
+
+
 def check_method(config: Any) -> None:
-    """Refuse from the parsed config alone, before any model is loaded, a ``model`` that is no test-case module
-    and a method x task pair the method does not implement (e.g. GIFTbench on a detection SUT)."""
+    """Refuse from the parsed config alone, before any model is loaded, a config value out of range
+    (:func:`validate_config`), a ``model`` that is no test-case module and a method x task pair the method does not
+    implement (e.g. GIFTbench on a detection SUT)."""
+    validate_config(config)
     method, sut = import_object(config.model.class_path), import_object(config.sut.class_path)
     if not (isinstance(method, type) and issubclass(method, TestCaseModule)):
         raise TypeError(f"model {config.model.class_path} is not a hynea_pl.methods.TestCaseModule; a method's test "
@@ -150,5 +192,5 @@ def quiet_lightning_info() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-__all__ = ["CampaignCLI", "RunOutput", "STEERS_AND_JUDGES", "TRAINER_DEFAULTS", "check_method", "parse_config",
-           "quiet_lightning_info"]
+__all__ = ["CampaignCLI", "RunOutput", "STEERS_AND_JUDGES", "TRAINER_DEFAULTS", "bad_value", "check_method",
+           "parse_config", "quiet_lightning_info", "validate_config"]
