@@ -13,9 +13,18 @@ def one_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
-    if not any(line.startswith("Does not validate against any of the Union subtypes") for line in lines):
-        return lines[0]
     head = [lines[0]] if lines[0].startswith("Parser key") else []
+    missing = [line for line in lines if line.startswith("- Expected a path but ")]
+    if missing:  # a referenced file (``--sut other.yaml``) that is not there
+        path = missing[0].removeprefix("- Expected a path but ").removesuffix(" either not accessible or invalid")
+        return " ".join([*head, f"file {path} does not exist or cannot be read"])
+    if not any(line.startswith("Does not validate against any of the Union subtypes") for line in lines):
+        if len(lines) == 1:
+            return lines[0] if lines[0] != "Unexpected config:" else "Unexpected config: the config is empty"
+        if lines[0].endswith(":"):  # jsonargparse's "Parser key "x":" / "Unexpected config:": the reason follows
+            reason = [line.removeprefix("- ") for line in lines[1:] if not line.startswith(("Given value", "Subtypes:"))]
+            return " ".join([lines[0], *reason[:2]])
+        return lines[0]
     causes: list[list[str]] = []
     for line in lines[lines.index("Errors:") + 1 if "Errors:" in lines else 1:]:
         if line.startswith("Given value"):

@@ -8,18 +8,23 @@ below that builder sees the LightningCLI object.
 from __future__ import annotations
 
 import difflib
+import inspect
 import logging
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning as L
-from jsonargparse import Namespace
+import yaml
+from jsonargparse import ArgumentError, Namespace
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.evaluation.judge import judges_task
+from hynea_pl.errors import one_line
 from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
@@ -111,7 +116,71 @@ class CampaignCLI(LightningCLI):
 def parse_config(args: list[str] | Namespace | dict) -> CampaignCLI:
     """Parse ``fit``'s options (``["--config", "CONFIG.yaml", "--section.option", "VALUE", ...]``) or a parsed
     namespace against the schema; a wrong key or value raises one error naming it. Seeds ``seed_everything``."""
-    return CampaignCLI(args=args)
+    if isinstance(args, list):
+        _check_config_files(args)
+    try:
+        return CampaignCLI(args=args)
+    except ArgumentError as error:
+        hint = closest_option_hint(str(error))
+        if not hint:
+            raise
+        raise ArgumentError(None, f"{one_line(error)}{hint}") from None
+
+
+def _check_config_files(args: list[str]) -> None:
+    """A ``--config`` file that is missing, empty or no mapping of sections: one line naming it."""
+    for flag, value in zip(args, args[1:]):
+        if flag != "--config":
+            continue
+        path = Path(value)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        try:
+            content = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as error:
+            mark = getattr(error, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ValueError(f"config file {path} is not valid YAML{where}: "
+                             f"{getattr(error, 'problem', None) or error}") from None
+        if not isinstance(content, dict):
+            what = "empty" if content is None else f"a {type(content).__name__}"
+            raise ValueError(f"config file {path} is {what}, not a mapping of sections (generator, sut, model, "
+                             "cases, budget, trainer, output)")
+
+
+def known_keys() -> list[str]:
+    """The schema's keys (sections, and the options of the sections it defines itself and of the Trainer)."""
+    keys = ["seed_everything", "generator", "sut", "oracle", "realism", "model", "cases", "output", "budget",
+            "trainer", "config"]
+    for section, cls in (("cases", CaseSelection), ("output", RunOutput), ("budget", SUTEvaluationBudget),
+                         ("trainer", L.Trainer)):
+        keys += [f"{section}.{name}" for name, p in inspect.signature(cls).parameters.items()
+                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return keys
+
+
+def closest_option_hint(message: str) -> str:
+    """``"; did you mean 'lr_max'?"`` for an unknown key in a jsonargparse message (an option a class does not
+    accept, an unrecognized ``--section.option``), from the class's parameters or the schema's keys; ``""`` when
+    nothing is close."""
+    class_option = re.search(r"class_path '([\w.]+)'.*?Option '([\w.]+)' is not accepted", message, re.S)
+    if class_option:
+        try:
+            cls = import_object(class_option.group(1))
+            candidates = [name for name, p in inspect.signature(cls).parameters.items()
+                          if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        except Exception:  # noqa: BLE001 - a hint is optional
+            return ""
+        unknown = class_option.group(2)
+    else:
+        plain = re.search(r"Option '([\w.]+)' is not accepted", message) or re.search(
+            r"unrecognized arguments: --([\w.]+)", message)
+        if not plain:
+            return ""
+        unknown = plain.group(1)
+        candidates = [key for key in known_keys() if key.count(".") == unknown.count(".")]
+    close = difflib.get_close_matches(unknown, candidates, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def bad_value(key: str, value: Any, allowed: str) -> ValueError:
