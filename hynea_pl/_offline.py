@@ -8,6 +8,7 @@ Each default is only set when the user has not set the variable, so a user with 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -28,4 +29,31 @@ def apply_offline_defaults() -> None:
     }
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
-    Path(os.environ["YOLO_CONFIG_DIR"]).mkdir(parents=True, exist_ok=True)
+    try:  # never at import: an unusable cache is reported by the command that needs it (check_cache)
+        Path(os.environ["YOLO_CONFIG_DIR"]).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass
+
+
+def _cache_label(root: Path) -> str:
+    return f"HYNEA_PL_CACHE={root}" if "HYNEA_PL_CACHE" in os.environ else f"the cache folder {root}"
+
+
+def check_cache(write: bool = False) -> Path:
+    """The cache root, checked: a one-line ``OSError`` when it is not a folder, or (``write``) when it cannot be
+    created or written (a read-only file system, a parent that is a file)."""
+    root = cache_root()
+    hint = "; point HYNEA_PL_CACHE at a writable folder"
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(f"{_cache_label(root)} is not a folder (it is a file){hint}")
+    if not write:
+        return root
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe, name = tempfile.mkstemp(prefix=".write-probe-", dir=root)
+        os.close(probe)
+        os.unlink(name)
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise OSError(f"{_cache_label(root)} cannot be written ({reason}){hint}") from None
+    return root

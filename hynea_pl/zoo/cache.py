@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hynea_pl._offline import cache_root
+from hynea_pl._offline import check_cache
 
 #: Bump when the on-disk layout or the training code changes what a config produces.
 FORMAT_VERSION = 1
@@ -32,7 +32,8 @@ MOVED_CLASSES: dict[str, str] = {
 
 
 def zoo_dir() -> Path:
-    return cache_root() / "zoo"
+    """The zoo's folder in the cache (a cache root that is no folder is a one-line error naming it)."""
+    return check_cache() / "zoo"
 
 
 def config_key(*parts: Any) -> str:
@@ -60,8 +61,9 @@ def atomic_entry(path: Path) -> Iterator[Path]:
     """Yield a private staging folder; on success mark it complete and move it to ``path`` in one rename.
 
     An exception (or a killed process) leaves only a ``*.partial-<pid>`` folder that is never loaded and is
-    removed by the next build of the same entry.
+    removed by the next build of the same entry. A cache that cannot be written is a one-line error naming it.
     """
+    check_cache(write=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f"{path.name}.partial-*"):
         shutil.rmtree(stale, ignore_errors=True)
