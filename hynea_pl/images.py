@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,6 +24,51 @@ def load_image(path: Path) -> Tensor:
             return torch.from_numpy(arr).unsqueeze(0)
         arr = np.asarray(im.convert("RGB"), dtype=np.float32) / 255.0
         return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
+
+
+GRAY_MODES = ("1", "L", "LA", "I", "F")
+
+
+def png_shape(path: Path) -> tuple[int, int, int]:
+    """The ``(C, H, W)`` :func:`load_image` gives for ``path``, from its header alone."""
+    with Image.open(path) as im:
+        channels = 1 if im.mode in GRAY_MODES or im.mode.startswith("I;16") else 3
+        return channels, im.height, im.width
+
+
+def describe_shape(shape: tuple[int, ...]) -> str:
+    """``32x32, 3 channels`` for ``(3, 32, 32)``."""
+    c, h, w = shape
+    return f"{h}x{w}, {c} channel{'s' if c != 1 else ''}"
+
+
+def run_image_shape(run_dir: Path, records: Sequence[Any]) -> tuple[int, int, int] | None:
+    """A run's image shape ``(C, H, W)``: the shape most of its case PNGs (origins and results) have, from their
+    headers; ``None`` when none can be read."""
+    shapes: Counter[tuple[int, int, int]] = Counter()
+    for record in records:
+        for key in ("origin_image", "result_image"):
+            relative = getattr(record, key, None)
+            if relative and (Path(run_dir) / relative).is_file():
+                try:
+                    shapes[png_shape(Path(run_dir) / relative)] += 1
+                except OSError:
+                    continue
+    return shapes.most_common(1)[0][0] if shapes else None
+
+
+def check_run_image(path: Path, image: Tensor, expected: tuple[int, ...] | None) -> Tensor:
+    """``image`` (read from ``path``), refused with one line naming the file and both sizes when it is not of the
+    run's shape ``expected`` (``None``: not checked)."""
+    if expected is not None and tuple(image.shape) != tuple(expected):
+        raise ValueError(f"{path} is {describe_shape(tuple(image.shape))}, the run's images are "
+                         f"{describe_shape(tuple(expected))}: replace it with the run's own PNG or drop its case")
+    return image
+
+
+def load_run_image(path: Path, expected: tuple[int, ...] | None) -> Tensor:
+    """:func:`load_image` and :func:`check_run_image`."""
+    return check_run_image(path, load_image(path), expected)
 
 
 def shifted_views(images: Tensor, contrast: float = 0.75) -> Tensor:

@@ -13,7 +13,7 @@ from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.config import quiet_lightning_info
 from hynea_pl.campaign.records import CONFIG_FILE
-from hynea_pl.images import as_saved, load_image
+from hynea_pl.images import as_saved, check_run_image, load_image
 from hynea_pl.schema import CaseRecord, read_records
 
 #: A replayed image matches when no pixel differs by more than one 8-bit level from the stored PNG.
@@ -73,7 +73,9 @@ def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> Repla
     with tempfile.TemporaryDirectory() as tmp:  # the same 8-bit quantisation the stored PNG went through
         save_image(image[0].cpu(), Path(tmp) / "replay.png")
         replayed = load_image(Path(tmp) / "replay.png")
-    stored = load_image(run_dir / record.result_image)
+    # the regenerated image has the run's size: a stored PNG of another size is one line naming it
+    stored = check_run_image(run_dir / record.result_image, load_image(run_dir / record.result_image),
+                             tuple(replayed.shape))
     device = image.device
     sut = campaign.sut
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from hynea_pl.images import load_image
+from hynea_pl.images import load_run_image, run_image_shape
 from hynea_pl.metrics.embedding import embed
 from hynea_pl.metrics.realism import feature_name, realism_features, realism_from_features
 from hynea_pl.metrics.weights import MetricUnavailable, unavailable_entry
@@ -20,8 +20,8 @@ from hynea_pl.verdicts import VALID_FAILURE
 __all__ = ["run_realism"]
 
 
-def _stack(run_dir: Path, paths: Sequence[str]) -> Tensor:
-    images = [load_image(run_dir / p) for p in paths]
+def _stack(run_dir: Path, paths: Sequence[str], expected: tuple[int, ...] | None = None) -> Tensor:
+    images = [load_run_image(run_dir / p, expected) for p in paths]
     if len({tuple(i.shape) for i in images}) > 1:
         raise MetricUnavailable("the run's images differ in size")
     return torch.stack(images)
@@ -38,6 +38,7 @@ def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module
     ``unavailable_entry`` values instead."""
     run_dir = Path(run_dir)
     cases = [r for r in records if r.is_case and r.ok and r.origin_image and r.result_image]
+    expected = run_image_shape(run_dir, cases)  # a PNG of another size is a one-line error naming it
     try:
         if reference is None:
             raise MetricUnavailable("no reference images configured for realism")
@@ -51,11 +52,11 @@ def run_realism(run_dir: Path | str, records: Sequence[Any], features: nn.Module
         ref = embed(features, reference.to(device), batch_size)
         out = {}
         for key, attr in (("results", "result_image"), ("origins", "origin_image")):
-            feats = embed(features, _stack(run_dir, [getattr(r, attr) for r in cases]).to(device), batch_size)
+            feats = embed(features, _stack(run_dir, [getattr(r, attr) for r in cases], expected).to(device), batch_size)
             out[key] = realism_from_features(feats, ref, feature_name(features), **options)
         valid = [r for r in cases if r.verdict == VALID_FAILURE]
         if len(valid) >= 2:  # the inputs that count: realism of the valid failures alone (their own sample size)
-            feats = embed(features, _stack(run_dir, [r.result_image for r in valid]).to(device), batch_size)
+            feats = embed(features, _stack(run_dir, [r.result_image for r in valid], expected).to(device), batch_size)
             out["valid_failures"] = realism_from_features(feats, ref, feature_name(features), **options)
         else:
             out["valid_failures"] = unavailable_entry(MetricUnavailable(

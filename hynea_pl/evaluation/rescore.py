@@ -37,7 +37,7 @@ import torch
 from torch import Tensor
 
 from hynea_pl.callbacks.stop import EARLY_STOP_REASONS
-from hynea_pl.images import load_image
+from hynea_pl.images import load_run_image, run_image_shape
 from hynea_pl.metrics.functional import embedding as FE
 from hynea_pl.metrics.functional import image as FI
 from hynea_pl.metrics.functional import task as FT
@@ -110,13 +110,14 @@ def ended_before_budget_rate(cases: Sequence[CaseRecord]) -> float | None:
 
 def _load_pairs(run_dir: Path, cases: list[CaseRecord]) -> tuple[list[tuple[CaseRecord, Tensor, Tensor]], int]:
     pairs, skipped = [], 0
+    expected = run_image_shape(run_dir, cases)
     for rec in cases:
         if not rec.origin_image or not rec.result_image:
             skipped += 1
             continue
         try:
-            o = load_image(run_dir / rec.origin_image)
-            r = load_image(run_dir / rec.result_image)
+            o = load_run_image(run_dir / rec.origin_image, expected)
+            r = load_run_image(run_dir / rec.result_image, expected)
         except OSError:
             skipped += 1
             continue
