@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hynea_pl.errors import one_line
+from hynea_pl.errors import ConfigMismatch, one_line
 
 USAGE = """usage: python -m hynea_pl <command> [options]
 
@@ -270,6 +270,16 @@ def _fit(args: list[str]) -> int:
     return 0
 
 
+def interrupted_line(signal_name: str) -> str:
+    """What an interrupted command says, the same for SIGINT (Ctrl-C) and SIGTERM: ``interrupted (SIGINT); 3 records
+    kept in runs/x`` when it was writing a run folder."""
+    records = sys.modules.get("hynea_pl.campaign.records")
+    folder = records.last_opened() if records is not None else None
+    if folder is None:
+        return f"interrupted ({signal_name}); the records and zoo entries already written are kept"
+    return f"interrupted ({signal_name}); {folder.n_kept()} records kept in {folder.path}"
+
+
 COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay, "report": _report,
             "sweep": _sweep, "rate": _rate}
 
@@ -285,15 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[argv[0]](argv[1:])
     except KeyboardInterrupt:
-        print("interrupted: the records already written are kept", file=sys.stderr)
+        print(interrupted_line("SIGINT"), file=sys.stderr)
         return 130
     except SystemExit as stop:  # Lightning turns SIGTERM into a SystemExit without a code, which would exit 0
         from lightning.pytorch.utilities.exceptions import SIGTERMException
 
         if isinstance(stop, SIGTERMException):
-            print("terminated (SIGTERM): the records and zoo entries already written are kept", file=sys.stderr)
+            print(interrupted_line("SIGTERM"), file=sys.stderr)
             return 143
         raise
+    except ConfigMismatch as error:
+        print(f"error: {one_line(error)}", file=sys.stderr)
+        return 1
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         print(f"error: {one_line(error)}", file=sys.stderr)
         return 2

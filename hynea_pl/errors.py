@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+class ConfigMismatch(RuntimeError):
+    """A rerun into an existing run folder whose ``config.yaml`` differs (the command exits 1)."""
+
+
 def one_line(error: BaseException) -> str:
     """The error message on one line, naming the problem.
 

@@ -13,7 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning as L
 import yaml
@@ -54,17 +54,21 @@ class RunOutput:
         name: run name (folder, W&B run-name prefix); ``{method}`` is replaced by the method name.
         method: method name written into every record; default: the model's ``method_name`` (``hynea``,
             ``giftbench-low-1e-4``, ``sinvad``, ...).
+        resume: ``auto``: an existing folder is resumed only when its ``config.yaml`` matches this config (except
+            the output, the logger and the case selection), else the run is refused naming the keys that differ;
+            ``force``: resume it anyway and replace its ``config.yaml`` with this config.
     """
 
     root: str = "runs"
     name: str = "mnist_{method}"
     method: str | None = None
+    resume: Literal["auto", "force"] = "auto"
 
     def resolved(self, method_name: str) -> RunOutput:
         """This output with ``method`` defaulted to the module's ``method_name`` and ``{method}`` in ``name``
         replaced."""
         method = self.method or method_name
-        return RunOutput(self.root, self.name.replace("{method}", method), method)
+        return RunOutput(self.root, self.name.replace("{method}", method), method, self.resume)
 
 
 class CampaignCLI(LightningCLI):

@@ -14,8 +14,9 @@ from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, VALID_FAILUR
 console = Console()
 
 
-def resuming(path: Path, n_done: int) -> None:
-    console.print(f"resuming {path}: {n_done} case(s) already recorded are kept", soft_wrap=True)
+def resuming(path: Path, n_done: int, n_failed: int = 0) -> None:
+    retried = f"; {n_failed} failed case(s) are run again" if n_failed else ""
+    console.print(f"resuming {path}: {n_done} case(s) already recorded are kept{retried}", soft_wrap=True)
 
 
 def describe(index: int, total: int, record: CaseRecord) -> str:
@@ -52,7 +53,9 @@ def status(flipped: int, valid: int, judged: bool) -> str:
 def finished(method: str, run_name: str, summary: dict, path: Path) -> None:
     """The summary table and where the outputs are."""
     console.print(summary_table(f"{method} on {run_name}", summary))
-    console.print(f"outputs: {path}/ (records.jsonl, summary.json, grid.png, cases/)")
+    written = [name for name in ("records.jsonl", "summary.json", "grid.png", "cases/")
+               if (path / name.rstrip("/")).exists() and (name != "cases/" or any((path / "cases").iterdir()))]
+    console.print(f"outputs: {path}/ ({', '.join(written)})" if written else f"no case was recorded in {path}/")
 
 
 __all__ = ["case_done", "console", "describe", "finished", "resuming", "status"]

@@ -26,6 +26,15 @@ def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor
 SHARD_GLOB = "records.rank-*.jsonl"
 
 
+#: The run folder this process opened last (what an interrupted command reports).
+_OPENED: RunFolder | None = None
+
+
+def last_opened() -> RunFolder | None:
+    """The run folder this process opened last, or ``None``."""
+    return _OPENED
+
+
 class RunFolder:
     """Writes a campaign's outputs to ``root/name``.
 
@@ -44,6 +53,18 @@ class RunFolder:
         self.cases_dir.mkdir(parents=True, exist_ok=True)
         self.records_path = self.path / "records.jsonl"
         self.append_path = self.records_path if rank is None else self.path / f"records.rank-{rank}.jsonl"
+        global _OPENED
+        _OPENED = self
+
+    def n_kept(self) -> int:
+        """How many cases have a record in the folder (``records.jsonl`` and every shard), e.g. after an interrupt."""
+        ids: set[str] = set()
+        for path in [self.records_path, *self.shard_paths()]:
+            try:
+                ids |= {r.case_id for r in read_records(path)} if path.exists() else set()
+            except Exception:  # noqa: BLE001 - a torn last line of a killed write: count what can be read
+                continue
+        return len(ids)
 
     def records(self) -> list[CaseRecord]:
         return read_records(self.records_path) if self.records_path.exists() else []
@@ -53,7 +74,8 @@ class RunFolder:
 
     def consolidate(self, order: list[str] | None = None) -> list[CaseRecord]:
         """Merge ``records.jsonl`` and every rank's shard into ``records.jsonl`` (torn last lines dropped, a case
-        recorded twice kept once), then remove the shards. Cases are kept in ``records.jsonl``'s order, then in
+        recorded twice kept once: its last record, so a failed case retried on resume is superseded), then remove the
+        shards. Cases are kept in ``records.jsonl``'s order, then in
         ``order`` (the campaign's case order). Atomic: a kill leaves either the old files or the merged one."""
         paths = [self.records_path, *self.shard_paths()]
         for path in paths:
@@ -61,7 +83,7 @@ class RunFolder:
         merged: dict[str, CaseRecord] = {}
         existing = self.records()
         for record in existing + [r for path in paths[1:] for r in read_records(path)]:
-            merged.setdefault(record.case_id, record)
+            merged[record.case_id] = record  # the last record of a case supersedes a failed earlier one
         rank = {cid: i for i, cid in enumerate(order or [])}
         known = list(dict.fromkeys(r.case_id for r in existing))
         new = sorted((r for cid, r in merged.items() if cid not in set(known)),
@@ -79,13 +101,19 @@ class RunFolder:
         return records
 
     def done_case_ids(self) -> set[str]:
-        return {r.case_id for r in self.records()}
+        """The cases finished without an error (a failed case is run again on resume; its last record counts)."""
+        last = {r.case_id: r for r in self.records()}
+        return {cid for cid, r in last.items() if not r.error}
 
-    def write_config(self, text: str) -> None:
-        """Keep the run's parsed config (the first one: a resumed run keeps what its first cases ran with)."""
+    def write_config(self, text: str, replace: bool = False) -> None:
+        """Keep the run's parsed config: the first one (a resumed run keeps what its first cases ran with) unless
+        ``replace`` (a rerun forced with ``--output.resume force``)."""
         path = self.path / CONFIG_FILE
-        if not path.exists():
-            path.write_text(text)
+        if replace or not path.exists():
+            staging = path.with_suffix(".yaml.tmp")
+            staging.write_text(text)
+            os.replace(staging, path)
+
 
     def save_case_images(self, case_id: str, origin: torch.Tensor, result: torch.Tensor) -> dict[str, str]:
         """Save origin, result and difference PNGs of images ``(C, H, W)``; returns paths relative to the run."""
@@ -115,3 +143,34 @@ class RunFolder:
         summary = summarize_records(self.records())
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
+
+
+#: Config keys a rerun into an existing run folder may change: where it goes and how it is logged, and which cases
+#: it selects (a case's origin depends only on its class, index and the base seed).
+RESUMABLE_KEYS = ("output", "trainer.logger", "trainer.enable_progress_bar", "cases.classes", "cases.n_per_class",
+                  "cases.case_ids")
+
+
+def _flatten(value: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, object] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def config_differences(folder: str | Path, text: str) -> list[str]:
+    """The keys in which the config ``text`` differs from the run folder's ``config.yaml`` (none when there is none
+    yet), except :data:`RESUMABLE_KEYS` and what is below them."""
+    import yaml
+
+    path = Path(folder) / CONFIG_FILE
+    if not path.is_file():
+        return []
+    old, new = _flatten(yaml.safe_load(path.read_text()) or {}), _flatten(yaml.safe_load(text) or {})
+
+    def resumable(key: str) -> bool:
+        return any(key == k or key.startswith(f"{k}.") for k in RESUMABLE_KEYS)
+
+    return sorted(key for key in old.keys() | new.keys() if not resumable(key) and old.get(key) != new.get(key))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import lightning as L
@@ -10,9 +11,9 @@ import lightning as L
 from hynea_pl.campaign import console
 from hynea_pl.campaign.cases import TestCase, select_shared_cases
 from hynea_pl.campaign.outcome import fill_outcome, new_record
-from hynea_pl.campaign.records import RunFolder
+from hynea_pl.campaign.records import RunFolder, config_differences
 from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
-from hynea_pl.errors import one_line
+from hynea_pl.errors import ConfigMismatch, one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
 from hynea_pl.report.grid import write_grids
@@ -43,7 +44,12 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
         model, trainer_kwargs = campaign.build_case(case)
         trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), *campaign.case_callbacks()]
         trainer = L.Trainer(**trainer_kwargs)
-        trainer.fit(model)
+        try:
+            trainer.fit(model)
+        except SystemExit as stop:  # Lightning turns Ctrl-C into sys.exit(1): keep it an interrupt (cli says so)
+            if type(stop) is SystemExit and trainer.interrupted:
+                raise KeyboardInterrupt from None
+            raise
     except Exception as error:  # a failing case is recorded, the campaign goes on
         record.error = f"{type(error).__name__}: {one_line(error)}"
     finally:
@@ -60,25 +66,43 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     return record
 
 
+def check_resumable(campaign: Campaign) -> None:
+    """Refuse (:class:`hynea_pl.errors.ConfigMismatch`, before anything is written) a rerun into a run folder whose
+    ``config.yaml`` differs from this campaign's config in anything but the output, the logger and the case
+    selection (:func:`hynea_pl.campaign.records.config_differences`), unless ``output.resume`` is ``force``."""
+    output = campaign.output
+    if campaign.config_text is None or output.resume == "force":
+        return
+    path = Path(output.root) / output.name
+    keys = config_differences(path, campaign.config_text)
+    if keys:
+        shown = ", ".join(keys[:6]) + (f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+        raise ConfigMismatch(f"{path} was run with another config: {shown} differ from its config.yaml; rerun with "
+                             "that config, another --output.name, or --output.resume force to continue it anyway")
+
+
 def run_campaign(campaign: Campaign) -> dict:
     """Run this process's share of the selected cases not yet recorded in the run folder; rank 0 then merges
     every shard and writes and prints the summary (other ranks return an empty dict). A campaign not yet
-    validated is validated first (:meth:`Campaign.validate`), before its run folder exists.
+    validated is validated first (:meth:`Campaign.validate`), before its run folder exists. A rerun into an
+    existing folder must have its config (:func:`check_resumable`); its failed cases are run again.
 
     Raises :class:`CampaignFailed` (after writing the summary) when every case run here failed.
     """
     if not campaign.validated:
         campaign.validate()
     shard, output = campaign.shard, campaign.output
+    check_resumable(campaign)
     folder = RunFolder(output.root, output.name, rank=shard.rank if shard.world_size > 1 else None)
     cases = select_shared_cases(campaign.selection, campaign.components, shard, console.console)
     order = [case.case_id for case in cases]
     if shard.is_main:
         if campaign.config_text is not None:
-            folder.write_config(campaign.config_text)
-        done = {r.case_id for r in folder.consolidate(order)}
-        if done:
-            console.resuming(folder.path, len(done))
+            folder.write_config(campaign.config_text, replace=output.resume == "force")
+        recorded = folder.consolidate(order)
+        if recorded:
+            failed = sum(bool(r.error) for r in recorded)
+            console.resuming(folder.path, len(recorded) - failed, failed)
     shard.barrier()
     done = folder.done_case_ids()
     todo = [case for case in cases if case.case_id not in done]
@@ -107,4 +131,4 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["CampaignFailed", "run_campaign", "run_case"]
+__all__ = ["CampaignFailed", "check_resumable", "run_campaign", "run_case"]
