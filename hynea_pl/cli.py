@@ -202,6 +202,8 @@ def _sweep(args: list[str]) -> int:
                         help="whose grid --grid lr runs (default: from the config's file name)")
     parser.add_argument("--out", type=Path, default=None, help="parent of the runs (default runs/<config>_lr_sweep)")
     options, overrides = parser.parse_known_args(args)
+    if not options.config.is_file():
+        raise FileNotFoundError(f"config file not found: {options.config}")
     settings = parse_grid(options.grid, options.config, options.task)
     out = options.out or Path("runs") / f"{options.config.stem}_lr_sweep"
     print(f"sweep: {len(settings)} lr settings of {options.config} into {out}/", flush=True)

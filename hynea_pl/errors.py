@@ -26,7 +26,8 @@ def one_line(error: BaseException) -> str:
         if len(lines) == 1:
             return lines[0] if lines[0] != "Unexpected config:" else "Unexpected config: the config is empty"
         if lines[0].endswith(":"):  # jsonargparse's "Parser key "x":" / "Unexpected config:": the reason follows
-            reason = [line.removeprefix("- ") for line in lines[1:] if not line.startswith(("Given value", "Subtypes:"))]
+            reason = [line.removeprefix("- ") for line in lines[1:]
+                      if not line.startswith(("Given value", "Subtypes:"))]
             return " ".join([lines[0], *reason[:2]])
         return lines[0]
     causes: list[list[str]] = []

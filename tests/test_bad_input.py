@@ -217,3 +217,9 @@ def test_replay_refuses_a_stored_png_of_another_size(tmp_path):
     Image.new("L", (5, 7)).save(path)
     with pytest.raises(ValueError, match=r"c1-0_result\.png is 7x5, 1 channel, the run's images are 32x32, 3 channels"):
         check_run_image(path, load_image(path), tuple(torch.zeros(3, 32, 32).shape))
+
+
+def test_sweep_with_a_missing_config_names_it(tmp_path, capsys):
+    assert main(["sweep", "--config", str(tmp_path / "nope.yaml"), "--grid", "lr"]) == 2
+    err = one_line_error(capsys)
+    assert "config file not found" in err and "nope.yaml" in err

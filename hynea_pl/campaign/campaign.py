@@ -129,7 +129,8 @@ class Campaign:
     def validate(self) -> None:
         """Refuse a campaign that cannot run as configured; called before any case runs or any run folder is
         created (by :meth:`from_config`, else by ``run_campaign``). The method must implement the SUT's task, the
-        classes must be within the generator's and SUT's classes (:func:`check_classes`), and the oracle must be independent of the model that steers the search (:func:`check_judge_independent`)."""
+        classes must be within the generator's and SUT's classes (:func:`check_classes`), and the oracle must be
+        independent of the model that steers the search (:func:`check_judge_independent`)."""
         self.factory.model_class.check_task(self.sut.task, self.method)
         check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
@@ -189,7 +190,7 @@ class Campaign:
 def class_count(module: torch.nn.Module | None) -> int | None:
     """How many classes a component knows: its own ``num_classes``, else that of its class embedding (a
     class-conditional generator: :class:`hynea_pl.generators.ClassEmbedding`, a DiT's label embedding), else, for a
-    multiclass SUT, the outputs of its last linear layer; ``None`` when it cannot tell."""
+    multiclass SUT whose last layer with weights is linear, its outputs; ``None`` when it cannot tell."""
     if module is None:
         return None
     own = getattr(module, "num_classes", None)
@@ -202,10 +203,10 @@ def class_count(module: torch.nn.Module | None) -> int | None:
             count = vars(sub).get("num_classes")
         if isinstance(count, int) and sub is not module:
             return count
-    if getattr(module, "task", None) == "multiclass":
-        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-        if linears:
-            return int(linears[-1].out_features)
+    if getattr(module, "task", None) == "multiclass":  # only when its last layer is the linear head
+        leaves = [m for m in module.modules() if next(m.children(), None) is None and any(True for _ in m.parameters())]
+        if leaves and isinstance(leaves[-1], torch.nn.Linear):
+            return int(leaves[-1].out_features)
     return None
 
 

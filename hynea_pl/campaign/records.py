@@ -145,10 +145,11 @@ class RunFolder:
         return summary
 
 
-#: Config keys a rerun into an existing run folder may change: where it goes and how it is logged, and which cases
-#: it selects (a case's origin depends only on its class, index and the base seed).
-RESUMABLE_KEYS = ("output", "trainer.logger", "trainer.enable_progress_bar", "cases.classes", "cases.n_per_class",
-                  "cases.case_ids")
+#: Config keys a rerun into an existing run folder may change: where it goes, how it is logged, on which devices
+#: and how many processes it runs (a case's result does not depend on its shard), and which cases it selects (a
+#: case's origin depends only on its class, index and the base seed).
+RESUMABLE_KEYS = ("output", "trainer.logger", "trainer.enable_progress_bar", "trainer.accelerator", "trainer.devices",
+                  "trainer.num_nodes", "trainer.strategy", "cases.classes", "cases.n_per_class", "cases.case_ids")
 
 
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:
