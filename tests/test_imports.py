@@ -35,25 +35,30 @@ def node_of(path: Path) -> str:
     return parts[0].removesuffix(".py")
 
 
-def imported_nodes(path: Path, nodes: set[str]) -> set[str]:
-    """The nodes that ``path`` imports anywhere in its source (module level and inside functions alike)."""
-    package = ".".join(path.relative_to(ROOT).parent.parts)
-    found: set[str] = set()
+def import_targets(path: Path, package: str) -> list[str]:
+    """The dotted names ``path`` (a module of ``package``) imports anywhere in its source, module level and inside
+    functions alike, relative imports resolved; ``from a import b`` gives ``a.b`` (a module or a name in ``a``)."""
+    targets: list[str] = []
     for stmt in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(stmt, ast.Import):
-            targets = [alias.name for alias in stmt.names]
+            targets += [alias.name for alias in stmt.names]
         elif isinstance(stmt, ast.ImportFrom):
             base = stmt.module or ""
             if stmt.level:
                 anchor = package.split(".")[: len(package.split(".")) - stmt.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets = [f"{base}.{alias.name}" for alias in stmt.names] if base == "hynea_pl" else [base]
-        else:
-            continue
-        for target in targets:
-            parts = target.split(".")
-            if parts[0] == "hynea_pl":
-                found.add(parts[1] if len(parts) > 1 and parts[1] in nodes else "hynea_pl")
+            targets += [f"{base}.{alias.name}" for alias in stmt.names]
+    return targets
+
+
+def imported_nodes(path: Path, nodes: set[str]) -> set[str]:
+    """The nodes that ``path`` imports anywhere in its source (module level and inside functions alike)."""
+    package = ".".join(path.relative_to(ROOT).parent.parts)
+    found: set[str] = set()
+    for target in import_targets(path, package):
+        parts = target.split(".")
+        if parts[0] == "hynea_pl":
+            found.add(parts[1] if len(parts) > 1 and parts[1] in nodes else "hynea_pl")
     return found
 
 
