@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -21,13 +22,17 @@ FORMAT_VERSION = 1
 COMPLETE_MARKER = "COMPLETE"
 
 
-#: Class paths that entries written before the zoo's modules were grouped by domain name in their ``config.json``,
-#: and where those classes live now (:func:`import_class` reads either; new entries name the new path).
+#: Class paths that entries (``config.json``) and run folders (``config.yaml``) written before the zoo's modules were
+#: grouped by domain name, and where those classes live now (:func:`import_class` and :func:`current_class_paths`
+#: read either; new entries and runs name the new path).
 MOVED_CLASSES: dict[str, str] = {
     "hynea_pl.zoo.classifier.DigitCNN": "hynea_pl.zoo.mnist.classifier.DigitCNN",
     "hynea_pl.zoo.oracle.OracleNet": "hynea_pl.zoo.mnist.oracle.OracleNet",
     "hynea_pl.zoo.knn.KNNDigitClassifier": "hynea_pl.zoo.mnist.knn.KNNDigitClassifier",
     "hynea_pl.zoo.scene_attributes.SceneAttributeCNN": "hynea_pl.zoo.scenes.attributes.SceneAttributeCNN",
+    # the zoo's oracle and realism test, as a run folder's config.yaml names them
+    "hynea_pl.zoo.oracle_sut.ZooOracle": "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
+    "hynea_pl.zoo.realism.ZooTypicality": "hynea_pl.zoo.mnist.realism.ZooTypicality",
 }
 
 
@@ -81,3 +86,11 @@ def atomic_entry(path: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def current_class_paths(config_text: str) -> str:
+    """A saved config's text (a run folder's ``config.yaml``) with every moved class path (:data:`MOVED_CLASSES`)
+    written as it is now, so that a run from before the move still parses (replay, resume)."""
+    for old, new in MOVED_CLASSES.items():
+        config_text = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w.])", new, config_text)
+    return config_text
