@@ -139,3 +139,17 @@ def test_register_scheme_routes_its_uris(monkeypatch):
     assert paths.resolve_path("other://a") == Path("other://a"), "unknown schemes stay local paths"
     with pytest.raises(ValueError):
         paths.register_scheme("bad://", str)
+
+
+def test_task_names_are_spelled_only_in_the_suts_and_the_schema():
+    """A task is one SUT class: no other module dispatches on a task's name."""
+    from hynea_pl.suts.base import task_classes
+
+    names = sorted(task_classes())
+    assert {"multiclass", "binary", "detection"} <= set(names)
+    allowed = {PACKAGE / "schema.py", *(PACKAGE / "suts").rglob("*.py")}
+    found = [f"{path.relative_to(ROOT)}: {name!r}"
+             for path in [*PACKAGE.rglob("*.py"), *(ROOT / "baselines").rglob("*.py")] if path not in allowed
+             for node in ast.walk(ast.parse(path.read_text(), str(path)))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str) and (name := node.value) in names]
+    assert not found, "task names outside hynea_pl/suts and the schema:\n" + "\n".join(found)

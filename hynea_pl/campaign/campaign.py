@@ -190,7 +190,7 @@ class Campaign:
 def class_count(module: torch.nn.Module | None) -> int | None:
     """How many classes a component knows: its own ``num_classes``, else that of its class embedding (a
     class-conditional generator: :class:`hynea_pl.generators.ClassEmbedding`, a DiT's label embedding), else, for a
-    multiclass SUT whose last layer with weights is linear, its outputs; ``None`` when it cannot tell."""
+    SUT that decides a class (multiclass) and whose last layer with weights is linear, its outputs; ``None`` when it cannot tell."""
     if module is None:
         return None
     own = getattr(module, "num_classes", None)
@@ -203,7 +203,7 @@ def class_count(module: torch.nn.Module | None) -> int | None:
             count = vars(sub).get("num_classes")
         if isinstance(count, int) and sub is not module:
             return count
-    if getattr(module, "task", None) == "multiclass":  # only when its last layer is the linear head
+    if getattr(module, "decision_is_class", False):  # a class-deciding SUT, only when its last layer is the linear head
         leaves = [m for m in module.modules() if next(m.children(), None) is None and any(True for _ in m.parameters())]
         if leaves and isinstance(leaves[-1], torch.nn.Linear):
             return int(leaves[-1].out_features)
@@ -214,7 +214,7 @@ def check_classes(selection: CaseSelection, components: Components) -> None:
     """Refuse a ``cases.classes`` entry the generator or a multiclass SUT does not have (one line: the key, the
     class and the range)."""
     for name, module in (("generator", components.generator), ("SUT", components.sut)):
-        if name == "SUT" and getattr(module, "task", None) != "multiclass":
+        if name == "SUT" and not getattr(module, "decision_is_class", False):
             continue
         count = class_count(module)
         if count is None:
