@@ -8,6 +8,7 @@ from test_cli import tiny_args
 
 from hynea_pl.cli import main
 from hynea_pl.schema import read_records
+from hynea_pl.zoo.cache import MOVED_CLASSES
 
 
 def replay_args(root, name, *extra):
@@ -34,6 +35,15 @@ def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tm
     out = capsys.readouterr().out
     label = record.result_label
     assert f"SUT label {label}, on the stored PNG {label} (recorded {label}): match" in out
+    # a run written before the zoo's classes moved names their old class paths in its config.yaml
+    config = run / "config.yaml"
+    text = config.read_text()
+    for old, new in MOVED_CLASSES.items():
+        text = text.replace(new, old)
+    assert "hynea_pl.zoo.oracle_sut.ZooOracle" in text and "hynea_pl.zoo.classifier.DigitCNN" in text
+    config.write_text(text)
+    assert main(["replay", str(run), record.case_id]) == 0
+    assert f"SUT label {label}, on the stored PNG {label} (recorded {label}): match" in capsys.readouterr().out
 
 
 def test_replay_names_a_case_without_adapter(tiny_zoo, tmp_path, capsys):

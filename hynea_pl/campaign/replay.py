@@ -15,6 +15,7 @@ from hynea_pl.campaign.config import quiet_lightning_info
 from hynea_pl.campaign.records import CONFIG_FILE
 from hynea_pl.images import as_saved, check_run_image, load_image
 from hynea_pl.schema import CaseRecord, read_records
+from hynea_pl.zoo.cache import current_class_paths
 
 #: A replayed image matches when no pixel differs by more than one 8-bit level from the stored PNG.
 PIXEL_TOLERANCE = 1 / 255
@@ -57,7 +58,14 @@ def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
     if not config.is_file():
         raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: replay needs the run's config")
     quiet_lightning_info()
-    return replay(Campaign.from_config(config), record, run_dir)
+    text = config.read_text()
+    current = current_class_paths(text)  # a run written before a class moved names its old path
+    if current == text:
+        return replay(Campaign.from_config(config), record, run_dir)
+    with tempfile.TemporaryDirectory() as folder:
+        upgraded = Path(folder) / CONFIG_FILE
+        upgraded.write_text(current)
+        return replay(Campaign.from_config(upgraded), record, run_dir)
 
 
 @torch.no_grad()
