@@ -4,6 +4,7 @@ result image from it and the seed."""
 from __future__ import annotations
 
 import pytest
+from PIL import Image
 from test_cli import tiny_args
 
 from hynea_pl.cli import main
@@ -44,6 +45,11 @@ def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tm
     config.write_text(text)
     assert main(["replay", str(run), record.case_id]) == 0
     assert f"SUT label {label}, on the stored PNG {label} (recorded {label}): match" in capsys.readouterr().out
+    # a stored PNG of another size: one line naming it and both sizes
+    Image.new("L", (5, 7)).save(run / record.result_image)
+    assert main(["replay", str(run), record.case_id]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(run / record.result_image) in err[0] and "7x5, 1 channel" in err[0], err
 
 
 def test_replay_names_a_case_without_adapter(tiny_zoo, tmp_path, capsys):
