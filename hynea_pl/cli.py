@@ -11,8 +11,8 @@ USAGE = """usage: python -m hynea_pl <command> [options]
 
 commands:
   fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
-  zoo build [--profile full|tiny] [--extras all|none|A,B] build the embedded MNIST zoo (cached), then its
-                                                          on-demand extras (default all: stylegan)
+  zoo build [--profile full|tiny] [--extras all|none|A,B] build the embedded MNIST zoo (cached), then on-demand
+                                                          extras (default: stylegan, which the MNIST GAN configs use)
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
@@ -32,26 +32,26 @@ def _zoo(args: list[str]) -> int:
 
     from hynea_pl.zoo import PROFILES, build_zoo
     from hynea_pl.zoo.quality import quality_table
-    from hynea_pl.zoo.registry import build_component as build_extra, extra_names, get_component as get_extra
+    from hynea_pl.zoo.registry import build_component, extra_names, get_component
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build what is missing of a zoo profile and print its quality table")
     build.add_argument("--profile", choices=sorted(PROFILES), default="full")
-    build.add_argument("--extras", default="all",
-                       help="on-demand components to build too: all (default), none, or a comma list "
-                            f"({', '.join(extra_names())})")
+    build.add_argument("--extras", default="stylegan",
+                       help="on-demand components to build too: a comma list (default: stylegan, which the MNIST GAN "
+                            f"configs use), all or none ({', '.join(extra_names())})")
     options = parser.parse_args(args)
     wanted = {"all": extra_names(), "none": []}.get(options.extras)
     wanted = [n.strip() for n in options.extras.split(",") if n.strip()] if wanted is None else wanted
     for name in wanted:
-        get_extra(name)  # an unknown name fails before anything is trained
+        get_component(name)  # an unknown name fails before anything is trained
     zoo = build_zoo(options.profile, verbose=False)
     console = Console()
     console.print(quality_table(options.profile, zoo.quality["gates"]))
     console.print(f"zoo {options.profile}: {zoo.manifest_dir} (samples.png, quality.json)")
     for name in wanted:
-        built = build_extra(options.profile, name, verbose=False)
+        built = build_component(options.profile, name, verbose=False)
         console.print(quality_table(f"{options.profile}/{name}", built.quality["gates"]))
         console.print(f"zoo {options.profile}/{name}: {built.entry} (quality: {built.manifest})")
     return 0
