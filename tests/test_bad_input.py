@@ -42,6 +42,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     (["--budget.max_evals", "-5"], ["budget.max_evals = -5", ">= 1"]),
     (["--trainer.max_steps", "0"], ["trainer.max_steps = 0", ">= 1"]),
     (["--cases.case_ids", "[c1-1]"], ["cases.case_ids", "'c1-1'", "did you mean 'c1-0'"]),
+    (["--trainer.devices", "0"], ["trainer.devices = '0'", "count >= 1"]),
+    (["--trainer.devices", "[]"], ["trainer.devices = []", "list of device indices"]),
 ])
 def test_out_of_range_values_are_refused_before_any_folder(extra, expected, tiny_zoo, tmp_path, capsys):
     assert main(fit_args(tmp_path, "bad", *extra)) == 2
@@ -49,6 +51,11 @@ def test_out_of_range_values_are_refused_before_any_folder(extra, expected, tiny
     for part in expected:
         assert part in err, err
     assert not (tmp_path / "bad").exists(), "nothing is created before validation"
+
+
+def test_replay_of_a_folder_without_records_is_one_line(tmp_path, capsys):
+    assert main(["replay", str(tmp_path), "c1-0"]) == 2
+    assert f"no records.jsonl in {tmp_path}" in one_line_error(capsys)
 
 
 def test_rate_port_out_of_range_is_one_line(tmp_path, capsys):

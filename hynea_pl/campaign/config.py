@@ -196,7 +196,8 @@ def validate_config(config: Any) -> None:
     """Refuse, from the parsed config alone and before any model is loaded or any folder created, every count and
     range the config states that cannot run: an empty or negative class list, ``cases.n_per_class`` /
     ``cases.max_seed_tries`` / ``budget.max_evals`` below 1, ``trainer.max_steps`` below 1 (unless the method sets
-    its own ``total_steps``), ``cases.case_ids`` that are no case of the selection. Classes beyond the SUT's or
+    its own ``total_steps``), ``cases.case_ids`` that are no case of the selection, ``trainer.devices`` that is no
+    device count, list or ``auto``. Classes beyond the SUT's or
     generator's number of classes are refused by :meth:`hynea_pl.campaign.campaign.Campaign.validate`."""
     from hynea_pl.campaign.cases import case_id
 
@@ -215,6 +216,10 @@ def validate_config(config: Any) -> None:
     own_total = (config.model.get("init_args") or {}).get("total_steps")
     if not (max_steps is not None and max_steps >= 1) and not (own_total and max_steps in (None, -1)):
         raise bad_value("trainer.max_steps", max_steps, "must be >= 1 (or -1 with model.init_args.total_steps set)")
+    devices = config.trainer.get("devices")
+    if not (devices in (None, "auto", -1, "-1") or _positive_count(devices)
+            or (isinstance(devices, (list, tuple)) and devices and all(_is_index(d) for d in devices))):
+        raise bad_value("trainer.devices", devices, "must be a count >= 1, a list of device indices, 'auto' or -1")
     if cases.case_ids:
         known = [case_id(c, i) for c in (classes or [None]) for i in range(cases.n_per_class)]
         unknown = [cid for cid in cases.case_ids if cid not in set(known)]
@@ -224,6 +229,16 @@ def validate_config(config: Any) -> None:
             shown = known if len(known) <= 6 else [*known[:3], "...", *known[-2:]]
             raise bad_value("cases.case_ids", list(cases.case_ids),
                             f"no case {unknown[0]!r} in this selection (cases: {', '.join(shown)}){hint}")
+
+
+def _positive_count(value: Any) -> bool:
+    """A device count >= 1, as an int or a string of digits (Lightning reads both)."""
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
+        isinstance(value, str) and value.strip().isdigit() and int(value) >= 1)
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def check_method(config: Any) -> None:

@@ -39,6 +39,9 @@ class ReplayResult:
 
 
 def find_record(run_dir: Path, case_id: str) -> CaseRecord:
+    """The record of ``case_id`` in a run folder, if it saved an adapter (one-line errors otherwise)."""
+    if not (run_dir / "records.jsonl").is_file():
+        raise FileNotFoundError(f"no records.jsonl in {run_dir}: replay needs a run folder")
     records = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
     if case_id not in records:
         raise ValueError(f"no case {case_id!r} in {run_dir / 'records.jsonl'} (cases: {', '.join(sorted(records))})")
