@@ -106,7 +106,7 @@ class CampaignCLI(LightningCLI):
         parser.add_subclass_arguments(TypicalityTest, "realism", required=False,
                                       help="The realism test of the verdict: a result the judges read as the origin's "
                                            "class that fails it is 'degraded', not a valid failure "
-                                           "(hynea_pl.zoo.realism.ZooTypicality on the MNIST zoo).")
+                                           "(hynea_pl.zoo.mnist.realism.ZooTypicality on the MNIST zoo).")
         parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
         parser.add_class_arguments(RunOutput, "output", instantiate=False)
         parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)

@@ -14,7 +14,7 @@ campaign, the report or the evaluation layer. Reading run folders and running th
 - Human study: :class:`FleissKappa`, :class:`WilcoxonSignedRank`, :class:`CohensD`.
 - Weights: :class:`MetricUnavailable`, :func:`unavailable_entry`, :func:`metric_entry`.
 - Realism against real images: :class:`Realism`, :func:`realism_scores` (FID / KID / PRDC on chosen features),
-  :func:`realism_features` (the zoo's features and reference digits: :mod:`hynea_pl.zoo.realism`; a run folder's
+  :func:`realism_features` (the zoo's features and reference digits: :mod:`hynea_pl.zoo.mnist.realism`; a run folder's
   realism: :func:`hynea_pl.evaluation.run_realism`).
 - Validity: the pure verdict of a case, :func:`hynea_pl.metrics.functional.validity.verdict`; the realism test
   :class:`~hynea_pl.metrics.typicality.TypicalityTest`.
