@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hynea_pl.errors import ConfigMismatch, one_line
+from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
 
 USAGE = """usage: python -m hynea_pl <command> [options]
 
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             print(interrupted_line("SIGTERM"), file=sys.stderr)
             return 143
         raise
-    except ConfigMismatch as error:
+    except (ConfigMismatch, CampaignFailed) as error:  # the run folder is kept: a mismatch, or every case failed
         print(f"error: {one_line(error)}", file=sys.stderr)
         return 1
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:

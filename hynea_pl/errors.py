@@ -7,6 +7,10 @@ class ConfigMismatch(RuntimeError):
     """A rerun into an existing run folder whose ``config.yaml`` differs (the command exits 1)."""
 
 
+class CampaignFailed(RuntimeError):
+    """Every case of a campaign failed; their records are kept (the command exits 1)."""
+
+
 def one_line(error: BaseException) -> str:
     """The error message on one line, naming the problem.
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from method_runs import tiny_fit_args
 
-from hynea_pl.campaign.runner import CampaignFailed
+from hynea_pl.errors import CampaignFailed
 from hynea_pl.campaign.sweep import LR_GRIDS, LRSetting, parse_grid, run_sweep, task_of_config
 from hynea_pl.cli import main
 

@@ -13,7 +13,7 @@ from hynea_pl.campaign.cases import TestCase, select_shared_cases
 from hynea_pl.campaign.outcome import fill_outcome, new_record
 from hynea_pl.campaign.records import RunFolder, config_differences
 from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
-from hynea_pl.errors import ConfigMismatch, one_line
+from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
 from hynea_pl.report.grid import write_grids
@@ -22,10 +22,6 @@ from hynea_pl.verdicts import VALID_FAILURE
 
 if TYPE_CHECKING:
     from hynea_pl.campaign.campaign import Campaign
-
-
-class CampaignFailed(RuntimeError):
-    """Every case of a campaign failed."""
 
 
 def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecord:
@@ -131,4 +127,4 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["CampaignFailed", "check_resumable", "run_campaign", "run_case"]
+__all__ = ["check_resumable", "run_campaign", "run_case"]

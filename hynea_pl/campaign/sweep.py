@@ -32,7 +32,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from hynea_pl.campaign.runner import CampaignFailed
+from hynea_pl.errors import CampaignFailed
 from hynea_pl.campaign.summary import read_summary
 from hynea_pl.errors import one_line
 
