@@ -163,20 +163,19 @@ def _flatten(value: object, prefix: str = "") -> dict[str, object]:
 
 def config_differences(folder: str | Path, text: str) -> list[str]:
     """The keys in which the config ``text`` differs from the run folder's ``config.yaml`` (none when there is none
-    yet), except :data:`RESUMABLE_KEYS` and what is below them; a class path that moved
-    (:data:`hynea_pl.zoo.cache.MOVED_CLASSES`) equals its new path."""
+    yet), except :data:`RESUMABLE_KEYS` and what is below them; the saved config's moved class paths are read as
+    they are now (:func:`hynea_pl.zoo.cache.current_class_paths`, as ``replay`` reads them)."""
     import yaml
 
     path = Path(folder) / CONFIG_FILE
     if not path.is_file():
         return []
-    from hynea_pl.zoo.cache import MOVED_CLASSES  # a class path of a run written before a class moved is the same
+    from hynea_pl.zoo.cache import current_class_paths  # a run written before a class moved names its old path
 
     def flat(content: str) -> dict[str, object]:
-        return {key: MOVED_CLASSES.get(value, value) if isinstance(value, str) else value
-                for key, value in _flatten(yaml.safe_load(content) or {}).items()}
+        return _flatten(yaml.safe_load(content) or {})
 
-    old, new = flat(path.read_text()), flat(text)
+    old, new = flat(current_class_paths(path.read_text())), flat(text)
 
     def resumable(key: str) -> bool:
         return any(key == k or key.startswith(f"{k}.") for k in RESUMABLE_KEYS)
