@@ -104,8 +104,13 @@ class SUT(nn.Module):
         if "task" in cls.__dict__:  # a new task: the first class that names it owns it
             _TASK_CLASSES.setdefault(cls.task, cls)
 
-    def __init__(self, model: nn.Module, weights: str | None = None, preprocess: Preprocess | None = None,
+    def __init__(self, model: nn.Module, weights: str | None = None, preprocess: Preprocess | nn.Module | None = None,
                  strict: bool = True) -> None:
+        """``preprocess``: how the model expects its input (:mod:`hynea_pl.suts.preprocess`), a :class:`Preprocess`
+        (YAML: its fields as a mapping) or a ``torchvision.transforms.v2`` pipeline that runs on tensor batches
+        (YAML: ``class_path`` + ``init_args``); ``None``: the images as they are."""
+        from hynea_pl.suts.preprocess import as_preprocess
+
         super().__init__()
         if weights is not None:
             state = load_state_dict(weights)
@@ -115,7 +120,7 @@ class SUT(nn.Module):
                 first = str(error).strip().splitlines()[0]
                 raise ValueError(f"SUT checkpoint {weights} does not fit {type(model).__name__}: {first}") from None
         self.model = model.eval().requires_grad_(False)
-        self.preprocess = preprocess or Preprocess()
+        self.preprocess = as_preprocess(preprocess)
 
     def train(self, mode: bool = True) -> SUT:
         """The SUT always stays in eval mode (dropout / batch norm frozen)."""

@@ -58,7 +58,7 @@ class BinaryAttributeSUT(SUT):
     target_is_class = False  # the target is the tested attribute's index
 
     def __init__(self, model: nn.Module, attribute: int | str = 31, weights: str | None = None,
-                 preprocess: Preprocess | None = None, strict: bool = True, control: str = "binary",
+                 preprocess: Preprocess | nn.Module | None = None, strict: bool = True, control: str = "binary",
                  all_attributes: bool = True, attribute_names: list[str] | None = None) -> None:
         super().__init__(model, weights=weights, preprocess=preprocess)
         names = list(attribute_names) if attribute_names is not None else list(CELEBA_ATTRIBUTES)

@@ -19,11 +19,20 @@ Weight resolution, in order:
    ``hf_hub_id``). When the file is not there: a one-line ``FileNotFoundError`` naming the missing file.
 3. ``pretrained: false``: random weights, only when asked for explicitly.
 
-Preprocessing defaults (``imagenet_preprocess``): images in [0, 1] resized to 224 x 224 (bilinear, antialiased,
-no centre crop: the generator's image is the whole scene), RGB, then normalised with the ImageNet mean
-``(0.485, 0.456, 0.406)`` and std ``(0.229, 0.224, 0.225)`` -- the statistics torchvision's and most timm
-ImageNet weights were trained with. Pass ``preprocess`` to override (e.g. timm models trained at 288 px or with
-mean/std 0.5: see the model's ``pretrained_cfg``).
+Preprocessing, when no ``preprocess`` is given (images in [0, 1], ``(B, C, H, W)``; grayscale is repeated to RGB):
+
+- torchvision models: ``imagenet_preprocess`` -- resized to ``image_size`` x ``image_size`` (224 when null;
+  bilinear, antialiased, no centre crop: the generator's image is the whole scene), then normalised with the
+  ImageNet mean ``(0.485, 0.456, 0.406)`` and std ``(0.229, 0.224, 0.225)``, the statistics torchvision's
+  ImageNet weights were trained with;
+- timm models: timm's own eval preprocessing from the model's pretrained data config
+  (``timm.data.resolve_data_config({}, model=model)``, :func:`hynea_pl.suts.preprocess.timm_preprocess`):
+  resize to ``input_size / crop_pct`` with the config's interpolation, centre crop to ``input_size``, normalise
+  with the config's mean and std -- e.g. a model trained at 288 px or with mean / std 0.5 gets exactly that.
+  ``image_size`` (when set) replaces the config's input size.
+
+Pass ``preprocess`` to override either: a ``Preprocess`` mapping or a ``torchvision.transforms.v2`` pipeline
+(:mod:`hynea_pl.suts.preprocess`).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from torch import nn
 
 from hynea_pl.suts.base import Preprocess, load_state_dict
 from hynea_pl.suts.classifier import ClassifierSUT
+from hynea_pl.suts.preprocess import timm_preprocess
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -143,13 +153,19 @@ def pretrained_classifier(name: str = "wide_resnet50_2", weights: str | None = N
 class PretrainedClassifierSUT(ClassifierSUT):
     """A multiclass ``ClassifierSUT`` built by name (``wide_resnet50_2`` by default, the paper's ImageNet SUT).
 
-    ``preprocess`` defaults to :func:`imagenet_preprocess` at ``image_size``.
+    ``preprocess`` defaults to :func:`imagenet_preprocess` at ``image_size`` (224 when null) for a torchvision
+    model, and to timm's pretrained data config (:func:`hynea_pl.suts.preprocess.timm_preprocess`) for a timm model.
     """
 
     def __init__(self, name: str = "wide_resnet50_2", weights: str | None = None, pretrained: bool = True,
-                 source: str = "auto", num_classes: int | None = None, image_size: int = 224,
-                 preprocess: Preprocess | None = None, strict: bool = True) -> None:
+                 source: str = "auto", num_classes: int | None = None, image_size: int | None = None,
+                 preprocess: Preprocess | nn.Module | None = None, strict: bool = True) -> None:
         model = pretrained_classifier(name, weights=weights, pretrained=pretrained, source=source,
                                       num_classes=num_classes, strict=strict)
-        super().__init__(model, weights=None, preprocess=preprocess or imagenet_preprocess(image_size))
+        if preprocess is None:
+            if _resolve_source(name, source) == "timm":
+                preprocess = timm_preprocess(model, image_size)
+            else:
+                preprocess = imagenet_preprocess(image_size or 224)
+        super().__init__(model, weights=None, preprocess=preprocess)
         self.name = name
