@@ -160,6 +160,8 @@ def test_a_transform_that_cannot_run_on_a_tensor_batch_is_one_line(tmp_path):
 
     uint8 = ClassifierSUT(nn.Flatten(), preprocess=v2.ToDtype(torch.uint8, scale=True))
     assert "cuts the gradient" in one_line_error(uint8, torch.rand(1, 1, 8, 8, requires_grad=True))
+    with torch.no_grad():  # no gradient asked for: nothing to cut
+        ClassifierSUT(nn.Flatten(), preprocess=v2.CenterCrop(4))(torch.rand(1, 1, 8, 8, requires_grad=True))
     flat = ClassifierSUT(nn.Flatten(), preprocess=nn.Flatten())
     assert "must map a tensor batch" in one_line_error(flat, torch.rand(1, 1, 8, 8))
     with pytest.raises(TypeError, match="SUT preprocess must be"):

@@ -68,7 +68,7 @@ class TensorTransform(nn.Module):
             got = f"shape {tuple(out.shape)}" if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"SUT preprocess {_describe(self.transform)} must map a tensor batch {shape} to a "
                              f"(B, C, H, W) tensor, got {got}")
-        if images.requires_grad and not out.requires_grad:
+        if images.requires_grad and torch.is_grad_enabled() and not out.requires_grad:
             raise ValueError(f"SUT preprocess {_describe(self.transform)} cuts the gradient (HyNeA back-propagates "
                              "through the SUT): use float tensor transforms only")
         return out
