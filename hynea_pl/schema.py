@@ -24,14 +24,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hynea_pl.verdicts import RATE_KEYS, VERDICTS, Verdict
+from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VERDICTS, Verdict
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
 #: ``origin_boxes`` / ``result_boxes``; version 3 no per-judge labels, realism or saved-image fields, and its
-#: ``flipped`` was the SUT's decision on the unsaved float image).
-READABLE_VERSIONS = (2, 3, 4)
+#: ``flipped`` was the SUT's decision on the unsaved float image; version 4 no stability fields).
+READABLE_VERSIONS = (2, 3, 4, 5)
 
 Task = Literal["multiclass", "binary", "detection"]
 
@@ -41,7 +41,7 @@ Task = Literal["multiclass", "binary", "detection"]
 #: ``summary.json``'s keys, in order: the record-only part of a run's metrics row the campaign writes at its end
 #: (:func:`hynea_pl.campaign.summary.summarize_records`), each cost key naming the cases it averages.
 SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
-                *RATE_KEYS.values(), "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
+                *RATE_KEYS.values(), STABLE_FLIP_RATE, STABLE_FAILURE_RATE, "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
                 "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all", "sut_evals_per_valid_failure",
                 "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
                 "median_ms_ssim_valid_failures", "realism_pass_origins", "realism_pass_results", "skipped_seeds")
@@ -58,7 +58,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[4] = SCHEMA_VERSION
+    schema_version: Literal[5] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -95,6 +95,12 @@ class CaseRecord(BaseModel):
         None, description="the result's typicality score: the largest percentile of its nearest-real-image "
                           "distance among held-out real images' (pixel and embedding space)")
     verdict: Verdict | None = Field(None, description=" / ".join(VERDICTS))
+    # --- the stability verdict (hynea_pl.evaluation.stability): the SUT again on variants of the saved result -----
+    stability_variants: int | None = Field(
+        None, description="how many semantics-preserving variants of the saved result the SUT was asked about "
+                          "(one-pixel shifts, brightness changes; null: the case did not flip or no check)")
+    stability_held: int | None = Field(
+        None, description="on how many of them the SUT's decision still left the origin's")
     # --- cost ------------------------------------------------------------------------------------------------
     sut_evals: int = Field(0, description="SUT evaluations of images not scored before in this case")
     steps: int = Field(0, description="optimisation steps (HyNeA) or generations (population searches)")
@@ -115,6 +121,13 @@ class CaseRecord(BaseModel):
     def is_case(self) -> bool:
         """A test case is a record with a valid origin (records with ``seed`` null only count skipped seeds)."""
         return self.seed is not None
+
+    @property
+    def stable(self) -> bool | None:
+        """The failure holds on every stability variant (``None``: not checked)."""
+        if self.stability_variants is None or self.stability_held is None:
+            return None
+        return self.stability_held == self.stability_variants
 
     @property
     def ok(self) -> bool:

@@ -11,6 +11,10 @@ Every other module names a verdict through these constants, never by a string of
 - ``no_flip``: the SUT's decision did not leave the origin's.
 
 A run's metrics row has one rate column per verdict of a flip (:data:`RATE_KEYS`: ``valid_failure_rate``, ...).
+
+The stability verdict (:mod:`hynea_pl.evaluation.stability`) asks whether a flip holds on semantics-preserving
+variants of the saved result; its two rates, over all cases: :data:`STABLE_FLIP_RATE` (flips that hold on every
+variant) and :data:`STABLE_FAILURE_RATE` (valid failures that hold on every variant).
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ FLIP_VERDICTS: tuple[Verdict, ...] = (VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, 
 #: The metrics row's column of each flip verdict's rate over all cases: ``valid_failure_rate``, ``degraded_rate``, ...
 RATE_KEYS: dict[Verdict, str] = {verdict: f"{verdict}_rate" for verdict in FLIP_VERDICTS}
 VALID_FAILURE_RATE = RATE_KEYS[VALID_FAILURE]
+#: The stability verdict's rates over all cases (see above).
+STABLE_FLIP_RATE = "stable_flip_rate"
+STABLE_FAILURE_RATE = "stable_failure_rate"
 
-__all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "VALID_FAILURE",
-           "VALID_FAILURE_RATE", "VERDICTS", "Verdict"]
+__all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "STABLE_FAILURE_RATE",
+           "STABLE_FLIP_RATE", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "Verdict"]

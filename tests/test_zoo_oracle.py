@@ -87,7 +87,7 @@ def test_oracle_is_frozen_and_gives_logits_on_raw_images(tiny_zoo):
 def test_zoo_uri_resolves_each_member_to_its_state_dict(tiny_zoo):
     from hynea_pl.paths import resolve_path
     from hynea_pl.suts import ClassifierSUT
-    from hynea_pl.suts.base import Preprocess
+    from hynea_pl.suts.preprocess import Preprocess
     from hynea_pl.zoo import resolve_zoo_uri
 
     for name in ORACLE_NAMES:

@@ -27,6 +27,7 @@ from hynea_pl.campaign.cases import CaseSelection, TestCase
 from hynea_pl.campaign.config import STEERS_AND_JUDGES, RunOutput, check_method, parse_config
 from hynea_pl.campaign.distributed import Shard, launch
 from hynea_pl.campaign.factory import CaseFactory, Components, build_components, build_trainer_args
+from hynea_pl.evaluation.stability import StabilityVariants
 from hynea_pl.generators import ClassEmbedding, Generator
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.methods.base import TestCaseModule
@@ -73,6 +74,7 @@ class Campaign:
         callbacks: what builds each case's own callbacks (after the trainer section's); default
             :data:`DEFAULT_CALLBACKS`.
         config_text: the parsed config as written to the run's ``config.yaml``; ``None``: none is written.
+        stability: the variants a flipped result is asked about again (the config's ``stability``), or ``None``.
     """
 
     components: Components
@@ -84,6 +86,7 @@ class Campaign:
     shard: Shard = field(default_factory=Shard)
     callbacks: Sequence[CaseCallback] = DEFAULT_CALLBACKS
     config_text: str | None = None
+    stability: StabilityVariants | None = field(default_factory=StabilityVariants)
     #: set by :meth:`validate`; ``dataclasses.replace`` makes a copy that is validated again
     validated: bool = field(default=False, init=False, repr=False, compare=False)
 
@@ -107,6 +110,7 @@ class Campaign:
             parsed = source if isinstance(source, LightningCLI) else parse_config(source)
         config = parsed.config
         check_method(config)
+        stability = StabilityVariants(**vars(config.stability))
         shard = launch(config.trainer)
         if not shard.is_main:
             shard.barrier()
@@ -122,7 +126,8 @@ class Campaign:
         campaign = cls(components=components, factory=factory, selection=selection,
                        budget=int(config.budget.max_evals), trainer=config.trainer,
                        output=RunOutput(**vars(config.output)).resolved(first.method_name), shard=shard,
-                       config_text=parsed.parser.dump(config, skip_none=False))
+                       config_text=parsed.parser.dump(config, skip_none=False),
+                       stability=stability)
         campaign.validate()
         return campaign
 

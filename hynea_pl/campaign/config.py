@@ -24,6 +24,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.evaluation.judge import judges_task
+from hynea_pl.evaluation.stability import StabilityVariants
 from hynea_pl.errors import one_line
 from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
@@ -107,6 +108,9 @@ class CampaignCLI(LightningCLI):
                                       help="The realism test of the verdict: a result the judges read as the origin's "
                                            "class that fails it is 'degraded', not a valid failure "
                                            "(hynea_pl.zoo.mnist.realism.ZooTypicality on the MNIST zoo).")
+        parser.add_class_arguments(StabilityVariants, "stability", instantiate=False,
+                                   help="The stability verdict: the semantics-preserving variants of a flipped "
+                                        "result the SUT is asked about again (never seen by a method).")
         parser.add_class_arguments(CaseSelection, "cases", instantiate=False)
         parser.add_class_arguments(RunOutput, "output", instantiate=False)
         parser.add_class_arguments(SUTEvaluationBudget, "budget", instantiate=False)
@@ -154,9 +158,9 @@ def _check_config_files(args: list[str]) -> None:
 
 def known_keys() -> list[str]:
     """The schema's keys (sections, and the options of the sections it defines itself and of the Trainer)."""
-    keys = ["seed_everything", "generator", "sut", "oracle", "realism", "model", "cases", "output", "budget",
-            "trainer", "config"]
-    for section, cls in (("cases", CaseSelection), ("output", RunOutput), ("budget", SUTEvaluationBudget),
+    keys = ["seed_everything", "generator", "sut", "oracle", "realism", "stability", "model", "cases", "output",
+            "budget", "trainer", "config"]
+    for section, cls in (("stability", StabilityVariants), ("cases", CaseSelection), ("output", RunOutput), ("budget", SUTEvaluationBudget),
                          ("trainer", L.Trainer)):
         keys += [f"{section}.{name}" for name, p in inspect.signature(cls).parameters.items()
                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]

@@ -36,6 +36,8 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
         readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
                     else str(record.oracle_result_label))
         outcome += f" -> {judged} (judges read {readings})"
+    if record.stability_variants:
+        outcome += f", holds on {record.stability_held}/{record.stability_variants} variants"
     ssim = "-" if record.ms_ssim is None else f"{record.ms_ssim:.3f}"
     return f"{head}: {outcome}, {record.sut_evals} SUT evals, {record.runtime_s:.1f} s, MS-SSIM {ssim}"
 

@@ -1,6 +1,6 @@
 """A case's record, assembled from what its module returned (:meth:`TestCaseModule.case_outcome`).
 
-The SUT decides flips on the result as saved (8-bit PNG), the ``oracle`` (when configured) and the ``realism``
+The SUT decides flips on the result as saved (8-bit PNG) and on its stability variants, the ``oracle`` (when configured) and the ``realism``
 test give the validity verdict; the case's images (and, for a flipped case, its adapter) go into the run folder.
 """
 
@@ -12,6 +12,7 @@ from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.evaluation.judge import judge_case
+from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
 from hynea_pl.images import as_saved
 from hynea_pl.methods.base import CaseOutcome
 from hynea_pl.metrics import ms_ssim
@@ -33,9 +34,10 @@ def _pred(output: torch.Tensor) -> list:
 
 
 def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: RunFolder, oracle: SUT | None = None,
-                 realism: TypicalityTest | None = None) -> None:
+                 realism: TypicalityTest | None = None, stability: StabilityVariants | None = None) -> None:
     """Write what a fitted (or failed) case returned into its record; ``sut`` decides flips on the result as
-    saved, the ``oracle`` (when configured) and the ``realism`` test the validity verdict."""
+    saved, the ``oracle`` (when configured) and the ``realism`` test the validity verdict, and ``stability`` the
+    variants a flip must hold on (:mod:`hynea_pl.evaluation.stability`)."""
     record.sut_evals = int(outcome.sut_evals)
     if outcome.diagnostics_error is not None:
         raise outcome.diagnostics_error
@@ -62,6 +64,8 @@ def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: Run
     record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
     record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
     record.result_step = result.step
+    for key, value in stability_fields(sut, stability, saved, origin_output, target, record.flipped).items():
+        setattr(record, key, value)
     origin, image = outcome.origin_image.cpu(), saved.cpu()
     # the task's own fields (detection: confidence reduction, and the boxes the galleries draw, paper Fig. 6)
     for key, value in sut.decision_fields(origin_output, output, target, outcome.origin_image, saved, FT).items():

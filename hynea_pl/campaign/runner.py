@@ -55,7 +55,8 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     record.steps = trainer.global_step if trainer is not None else 0
     if model is not None:
         try:
-            fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism)
+            fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism,
+                         campaign.stability)
         except Exception as error:
             record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
     folder.append(record)

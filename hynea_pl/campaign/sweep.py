@@ -71,8 +71,8 @@ LR_GRIDS: dict[str, tuple[LRSetting, ...]] = {
 OWN_OPTIONS = ("--config", "--output.root", "--output.name", "--model.init_args.lr_min", "--model.init_args.lr_max")
 
 #: Summary columns printed per setting (keys of the campaign's ``summary.json``).
-ROW_KEYS = ("n_cases", "flip_rate", "valid_failure_rate", "median_sut_evals_flipped", "median_ms_ssim",
-            "mean_runtime_s")
+ROW_KEYS = ("n_cases", "flip_rate", "valid_failure_rate", "stable_failure_rate", "median_sut_evals_flipped",
+            "median_ms_ssim", "mean_runtime_s")
 
 
 def task_of_config(config: Path | str) -> str:
@@ -145,15 +145,15 @@ def _fmt(value: Any, spec: str) -> str:
 def sweep_table(rows: Sequence[dict[str, Any]], title: str = "lr sweep") -> Table:
     """One line per setting: the lr range, the run folder and its campaign summary."""
     table = Table(title=title)
-    for column in ("lr_min", "lr_max", "cases", "flip", "valid failure", "median evals (flipped)", "median MS-SSIM",
-                   "s/case", "run"):
+    for column in ("lr_min", "lr_max", "cases", "flip", "valid failure", "stable failure", "median evals (flipped)",
+                   "median MS-SSIM", "s/case", "run"):
         table.add_column(column, justify="left" if column == "run" else "right")
     for row in rows:
         run = row["run"] + (" (resumed)" if row["resumed"] else "") + (f" ERROR {row['error']}" if row["error"] else "")
         table.add_row(f"{row['lr_min']:g}", f"{row['lr_max']:g}", _fmt(row["n_cases"], "d"),
                       _fmt(row["flip_rate"], ".2f"), _fmt(row["valid_failure_rate"], ".2f"),
-                      _fmt(row["median_sut_evals_flipped"], "g"), _fmt(row["median_ms_ssim"], ".3f"),
-                      _fmt(row["mean_runtime_s"], ".1f"), escape(run))
+                      _fmt(row.get("stable_failure_rate"), ".2f"), _fmt(row["median_sut_evals_flipped"], "g"),
+                      _fmt(row["median_ms_ssim"], ".3f"), _fmt(row["mean_runtime_s"], ".1f"), escape(run))
     return table
 
 
@@ -163,6 +163,7 @@ def row_line(row: dict[str, Any]) -> str:
         return f"sweep {row['lr_min']:g} -> {row['lr_max']:g}: {row['run']}: error {row['error']}"
     figures = [f"flip_rate {_fmt(row['flip_rate'], '.3g')}",
                f"valid_failure_rate {_fmt(row['valid_failure_rate'], '.3g')}",
+               f"stable_failure_rate {_fmt(row.get('stable_failure_rate'), '.3g')}",
                f"median_sut_evals_flipped {_fmt(row['median_sut_evals_flipped'], 'g')}",
                f"median_ms_ssim {_fmt(row['median_ms_ssim'], '.3f')}",
                f"mean_runtime_s {_fmt(row['mean_runtime_s'], '.2f')}"]

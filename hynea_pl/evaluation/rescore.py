@@ -16,6 +16,8 @@ Conventions (the same for every method, since every method writes the same schem
 - Escape ratio (eqs. 12-14) and confidence reduction (eq. 15, detection, from the logits) over ok cases.
 - Validity (:func:`validity_columns`): the oracle's verdicts (:mod:`hynea_pl.verdicts`); ``valid_failure_rate``
   is the honest failure rate.
+- Stability (:func:`stability_columns`, :mod:`hynea_pl.evaluation.stability`): ``stable_flip_rate`` (flips that
+  hold on every variant of the saved result) and ``stable_failure_rate`` (valid failures that do), over all cases.
 - Cost columns say what they average: ``*_sut_evals_flipped`` over flipped cases (what a method needs to find a
   flip), ``*_sut_evals_all``, ``total_sut_evals`` and runtime over every case (errors included: budget was spent);
   ``sut_evals_per_valid_failure`` = the evaluations of all cases / valid failures.
@@ -45,7 +47,7 @@ from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
 from hynea_pl.suts import task_class
-from hynea_pl.verdicts import FLIP_VERDICTS, RATE_KEYS, VALID_FAILURE
+from hynea_pl.verdicts import FLIP_VERDICTS, RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE
 
 __all__ = ["METRICS_FILE", "ended_before_budget_rate", "evaluate_run", "read_metrics", "records_row",
            "validity_columns"]
@@ -206,7 +208,24 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
     })
     row.update(_ms_ssim_columns(_finite([r.ms_ssim for r in ok]), "records"))
     row.update(validity_columns(cases))
+    row.update(stability_columns(cases))
     return row
+
+
+def stability_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
+    """The stability verdict over all cases (:mod:`hynea_pl.evaluation.stability`): ``stable_flip_rate`` = cases
+    whose flip holds on every stability variant / all cases; ``stable_failure_rate`` = valid failures (judges and
+    realism test) that also hold on every variant / all cases (``None`` without a judge). Both ``None`` when no
+    case was checked."""
+    if not any(r.stable is not None for r in cases):
+        return {STABLE_FLIP_RATE: None, STABLE_FAILURE_RATE: None}
+    n = len(cases)
+    judged = any(r.verdict is not None for r in cases)
+    return {
+        STABLE_FLIP_RATE: sum(bool(r.ok and r.flipped and r.stable) for r in cases) / n,
+        STABLE_FAILURE_RATE: (sum(bool(r.verdict == VALID_FAILURE and r.stable) for r in cases) / n
+                                if judged else None),
+    }
 
 
 def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:

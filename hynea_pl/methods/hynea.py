@@ -48,6 +48,11 @@ class HyNeACase(TestCaseModule):
             reference's reading of the origin) added to the loss; 0: the reference only enters the stop rule.
         stop_on: ``"target"`` (the paper: the SUT predicts the target) or ``"flip"`` (its decision left the
             origin's).
+        stop_margin: how far past its decision boundary the SUT must be for a step to count as found, in the units
+            of :meth:`SUT.decision_margin` (a classifier: the best other logit minus the origin class's logit must
+            reach ``stop_margin``); 0: the first step across the boundary (the paper). A result just across the
+            boundary is often undone by a one-pixel shift (the stability verdict,
+            :mod:`hynea_pl.evaluation.stability`); the SUT's margin on the image itself costs no extra evaluation.
         reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
             decision (the SUT and the reference disagree); the first such image is the result.
         reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
@@ -86,6 +91,7 @@ class HyNeACase(TestCaseModule):
         reference: SUT | None = None,
         reference_weight: float = 0.0,
         stop_on: str = "target",
+        stop_margin: float = 0.0,
         reference_stop: bool = True,
         reference_margin: float = 0.0,
         reference_views: bool = False,
@@ -97,6 +103,8 @@ class HyNeACase(TestCaseModule):
         require(generator, HYPERNET_ADAPTER, "HyNeA")
         if stop_on not in ("target", "flip"):
             raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
+        if stop_margin < 0:
+            raise ValueError(f"stop_margin must be >= 0, got {stop_margin}")
         self.save_hyperparameters(ignore=["generator", "sut", "reference"])
         self.generator = generator
         self.sut = sut
@@ -186,6 +194,9 @@ class HyNeACase(TestCaseModule):
             logged["prior"] = prior
         test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
         found = bool(test(output, self.origin_output, self.target).all())
+        if hp.stop_margin:
+            margin = self.sut.decision_margin(output.detach(), self.origin_output, self.target)
+            found = found and bool((margin <= -hp.stop_margin).all())
         if self.reference is not None:
             views = shifted_views(images) if hp.reference_views else images
             reference_output = self.reference(views)

@@ -24,11 +24,12 @@ import yaml
 
 from hynea_pl.evaluation.rescore import evaluate_run, read_metrics
 from hynea_pl.schema import read_records
-from hynea_pl.verdicts import RATE_KEYS
+from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE
 
 #: Table columns (metric keys of ``evaluate_run``), in order; each cost column names the cases it averages
 #: (``*_flipped``: flipped cases, ``*_all``: every case, ``*_per_valid_failure``: all cases' cost / valid failures).
-COLUMNS = ("method", "n_cases", "flip_rate", "misclassification_rate", *RATE_KEYS.values(), "realism_pass_origins",
+COLUMNS = ("method", "n_cases", "flip_rate", "misclassification_rate", *RATE_KEYS.values(), STABLE_FLIP_RATE,
+           STABLE_FAILURE_RATE, "realism_pass_origins",
            "realism_pass_results", "target_reached_rate", "escape_ratio", "confidence_reduction",
            "median_sut_evals_flipped", "mean_sut_evals_all", "sut_evals_per_valid_failure", "ended_before_budget_rate",
            "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",

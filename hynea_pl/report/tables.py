@@ -14,7 +14,8 @@ import pandas as pd
 from hynea_pl.report.compare import format_value, metric_value
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import task_class
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, RATE_KEYS, SEMANTIC_CHANGE, VALID_FAILURE
+from hynea_pl.verdicts import (AMBIGUOUS, DEGRADED, RATE_KEYS, SEMANTIC_CHANGE, STABLE_FAILURE_RATE, STABLE_FLIP_RATE,
+                               VALID_FAILURE)
 
 __all__ = ["confusion_counts", "mean_sd", "metric", "rq1_table", "rq2_table", "run_labels", "unavailable_notes"]
 
@@ -30,6 +31,8 @@ RQ1_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("degraded", RATE_KEYS[DEGRADED], None),
     ("semantic change", RATE_KEYS[SEMANTIC_CHANGE], None),
     ("ambiguous", RATE_KEYS[AMBIGUOUS], None),
+    ("stable flip", STABLE_FLIP_RATE, None),
+    ("stable failure ↑", STABLE_FAILURE_RATE, None),
     ("MS-SSIM ↑ (mean ± sd)", "mean_ms_ssim", "std_ms_ssim"),
     ("LPIPS ↓ (mean ± sd)", "lpips", "lpips_std"),
     ("diversity ↑", "diversity", None),

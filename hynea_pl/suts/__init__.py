@@ -1,6 +1,7 @@
 """Systems under test: frozen models with their preprocessing and task semantics."""
 
-from hynea_pl.suts.base import SUT, Preprocess, load_state_dict, task_class, task_classes
+from hynea_pl.suts.preprocess import Preprocess, TensorTransform, timm_preprocess
+from hynea_pl.suts.base import SUT, load_state_dict, task_class, task_classes
 from hynea_pl.suts.classifier import ClassifierSUT  # first: the tasks register in the order they are defined
 from hynea_pl.suts.binary import CELEBA_ATTRIBUTES, BinaryAttributeSUT
 from hynea_pl.suts.consensus import UnanimousPresence
@@ -19,6 +20,6 @@ def __getattr__(name: str):
 
 
 __all__ = ["SUT", "BinaryAttributeSUT", "CELEBA_ATTRIBUTES", "ClassifierSUT", "DigitWindowReader",
-           "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess", "UnanimousPresence", "YOLODetectorSUT",
-           "detection_margin", "imagenet_preprocess", "load_state_dict", "load_yolo", "pretrained_classifier",
-           "task_class", "task_classes"]
+           "EnsembleClassifierSUT", "PretrainedClassifierSUT", "Preprocess", "TensorTransform", "UnanimousPresence",
+           "YOLODetectorSUT", "detection_margin", "imagenet_preprocess", "load_state_dict", "load_yolo",
+           "pretrained_classifier", "task_class", "task_classes", "timm_preprocess"]

@@ -18,54 +18,22 @@ outside :mod:`hynea_pl.suts` compares task names:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.checkpoints import read_state_dict
 from hynea_pl.paths import resolve_path
+from hynea_pl.suts.preprocess import Preprocess, as_preprocess
 
 if TYPE_CHECKING:
     from hynea_pl.schema import CaseRecord
 
 #: Each task's SUT class by task name, in the order they were defined (a subclass that sets ``task`` registers).
 _TASK_CLASSES: dict[str, type[SUT]] = {}
-
-
-@dataclass
-class Preprocess:
-    """How the SUT expects its input, applied to images in [0, 1].
-
-    ``size``: resize to ``size x size`` (bilinear, antialiased) when set; ``channels``: 1 (grayscale, ITU-R 601
-    luma) or 3 (RGB, grayscale repeated) when set; then ``(x - mean) / std`` per channel.
-    """
-
-    size: int | None = None
-    channels: int | None = None
-    mean: list[float] = field(default_factory=lambda: [0.0])
-    std: list[float] = field(default_factory=lambda: [1.0])
-
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        if images.ndim != 4:
-            raise ValueError(f"SUT input must be (B, C, H, W) images, got shape {tuple(images.shape)}")
-        if self.channels == 1 and images.shape[1] == 3:
-            weights = images.new_tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)
-            images = (images * weights).sum(1, keepdim=True)
-        elif self.channels == 3 and images.shape[1] == 1:
-            images = images.expand(-1, 3, -1, -1)
-        elif self.channels is not None and images.shape[1] != self.channels:
-            raise ValueError(f"SUT expects {self.channels} channels, got images of shape {tuple(images.shape)}")
-        if self.size is not None and images.shape[-2:] != (self.size, self.size):
-            images = F.interpolate(images, size=(self.size, self.size), mode="bilinear", antialias=True,
-                                   align_corners=False)
-        mean = images.new_tensor(self.mean).view(1, -1, 1, 1)
-        std = images.new_tensor(self.std).view(1, -1, 1, 1)
-        return (images - mean) / std
 
 
 def load_state_dict(location: str | Path) -> dict[str, torch.Tensor]:
@@ -109,8 +77,6 @@ class SUT(nn.Module):
         """``preprocess``: how the model expects its input (:mod:`hynea_pl.suts.preprocess`), a :class:`Preprocess`
         (YAML: its fields as a mapping) or a ``torchvision.transforms.v2`` pipeline that runs on tensor batches
         (YAML: ``class_path`` + ``init_args``); ``None``: the images as they are."""
-        from hynea_pl.suts.preprocess import as_preprocess
-
         super().__init__()
         if weights is not None:
             state = load_state_dict(weights)

@@ -23,7 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hynea_pl.suts.base import SUT, Preprocess
+from hynea_pl.suts.base import SUT
+from hynea_pl.suts.preprocess import Preprocess
 
 if TYPE_CHECKING:
     from hynea_pl.schema import CaseRecord

@@ -41,7 +41,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.paths import resolve_path
-from hynea_pl.suts.base import SUT, Preprocess
+from hynea_pl.suts.base import SUT
+from hynea_pl.suts.preprocess import Preprocess
 from hynea_pl.suts.binary import BinaryAttributeSUT
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""A SUT's preprocessing as a tensor transform: a :class:`~hynea_pl.suts.base.Preprocess` (the dict form), any
+"""A SUT's preprocessing as a tensor transform: a :class:`Preprocess` (the dict form), any
 ``torchvision.transforms.v2`` pipeline that runs on a tensor batch, or timm's pretrained data config.
 
 A SUT's ``preprocess`` maps images ``(B, C, H, W)`` in [0, 1] to the model's input and must stay differentiable
@@ -24,12 +24,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from hynea_pl.suts.base import Preprocess
+
+@dataclass
+class Preprocess:
+    """How the SUT expects its input, applied to images in [0, 1].
+
+    ``size``: resize to ``size x size`` (bilinear, antialiased) when set; ``channels``: 1 (grayscale, ITU-R 601
+    luma) or 3 (RGB, grayscale repeated) when set; then ``(x - mean) / std`` per channel.
+    """
+
+    size: int | None = None
+    channels: int | None = None
+    mean: list[float] = field(default_factory=lambda: [0.0])
+    std: list[float] = field(default_factory=lambda: [1.0])
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        if images.ndim != 4:
+            raise ValueError(f"SUT input must be (B, C, H, W) images, got shape {tuple(images.shape)}")
+        if self.channels == 1 and images.shape[1] == 3:
+            weights = images.new_tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)
+            images = (images * weights).sum(1, keepdim=True)
+        elif self.channels == 3 and images.shape[1] == 1:
+            images = images.expand(-1, 3, -1, -1)
+        elif self.channels is not None and images.shape[1] != self.channels:
+            raise ValueError(f"SUT expects {self.channels} channels, got images of shape {tuple(images.shape)}")
+        if self.size is not None and images.shape[-2:] != (self.size, self.size):
+            images = F.interpolate(images, size=(self.size, self.size), mode="bilinear", antialias=True,
+                                   align_corners=False)
+        mean = images.new_tensor(self.mean).view(1, -1, 1, 1)
+        std = images.new_tensor(self.std).view(1, -1, 1, 1)
+        return (images - mean) / std
 
 
 def _describe(transform: Any) -> str:

@@ -43,9 +43,9 @@ import torch
 import torchvision
 from torch import nn
 
-from hynea_pl.suts.base import Preprocess, load_state_dict
+from hynea_pl.suts.base import load_state_dict
 from hynea_pl.suts.classifier import ClassifierSUT
-from hynea_pl.suts.preprocess import timm_preprocess
+from hynea_pl.suts.preprocess import Preprocess, timm_preprocess
 
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]

@@ -48,7 +48,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from hynea_pl.suts.base import Preprocess
+from hynea_pl.suts.preprocess import Preprocess
 from hynea_pl.zoo.mnist.data import NUM_CLASSES, random_shift
 from hynea_pl.zoo.mnist.oracle import OracleNet, augment
 from hynea_pl.zoo.quality import Gate

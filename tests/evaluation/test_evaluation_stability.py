@@ -1,0 +1,98 @@
+"""The stability verdict: variants of a saved result, and whether a flip holds on them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from hynea_pl.evaluation.rescore import stability_columns
+from hynea_pl.evaluation.stability import StabilityVariants, shift_image, stability_fields
+from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import ClassifierSUT
+
+
+class CentrePixelReader(nn.Module):
+    """Class 1 when the pixel at (5, 5) is brighter than 0.5, else class 0: logits ``(B, 2)``."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        pixel = images[:, 0, 5, 5]
+        return torch.stack([torch.zeros_like(pixel), 10 * (pixel - 0.5)], dim=1)
+
+
+@pytest.fixture
+def sut() -> ClassifierSUT:
+    return ClassifierSUT(CentrePixelReader())
+
+
+def blank() -> torch.Tensor:
+    return torch.zeros(1, 1, 12, 12)
+
+
+def test_variants_are_named_shifted_brightened_and_saved_as_8_bit():
+    variants = StabilityVariants()
+    assert variants.names == ["shift_up", "shift_down", "shift_left", "shift_right", "brightness_0.9",
+                              "brightness_1.1"]
+    image = blank()
+    value = 150 / 255
+    image[0, 0, 5, 5] = value
+    views = variants(image)
+    assert views.shape == (6, 1, 12, 12) and len(variants) == 6
+    bright = views > 0
+    assert bright[0, 0, 4, 5] and bright[1, 0, 6, 5]  # up moves the pixel one row up, down one row down
+    assert bright[2, 0, 5, 4] and bright[3, 0, 5, 6]  # left / right
+    assert bright.flatten(1).sum(1).tolist() == [1] * 6
+    assert float(views[0].max()) == pytest.approx(value, abs=1e-6)
+    assert float(views[4, 0, 5, 5]) == pytest.approx(135 / 255, abs=1e-6)
+    assert float(views[5, 0, 5, 5]) == pytest.approx(165 / 255, abs=1e-6)
+    assert torch.equal(views, (views * 255).round() / 255)
+
+
+def test_a_shift_repeats_the_edge_and_keeps_the_shape():
+    image = torch.arange(16.0).view(1, 1, 4, 4)
+    moved = shift_image(image, 0, 2)
+    assert moved.shape == image.shape
+    assert torch.equal(moved[0, 0, :, 2:], image[0, 0, :, :2])
+    assert torch.equal(moved[0, 0, :, 0], image[0, 0, :, 0])  # the uncovered column repeats the edge
+
+
+def test_a_boundary_failure_does_not_hold_but_a_robust_one_does(sut):
+    origin_output = sut(blank())
+    target = torch.tensor([1])
+    on_the_edge = blank()
+    on_the_edge[0, 0, 5, 5] = 1.0  # one pixel: every shift moves it off (5, 5) and undoes the flip
+    robust = blank()
+    robust[0, 0, 3:8, 3:8] = 1.0  # a block: every shift and brightness keeps (5, 5) bright
+    for image, expected_held in ((on_the_edge, 2), (robust, 6)):
+        assert bool(sut.is_flipped(sut(image), origin_output, target)[0])
+        fields = stability_fields(sut, StabilityVariants(), image, origin_output, target, flipped=True)
+        assert fields == {"stability_variants": 6, "stability_held": expected_held}
+
+
+def test_no_fields_without_a_flip_or_without_variants(sut):
+    origin_output, target = sut(blank()), torch.tensor([1])
+    assert stability_fields(sut, StabilityVariants(), blank(), origin_output, target, flipped=False) == {}
+    assert stability_fields(sut, None, blank(), origin_output, target, flipped=True) == {}
+    off = StabilityVariants(enabled=False)
+    assert stability_fields(sut, off, blank(), origin_output, target, flipped=True) == {}
+
+
+def test_bad_variants_are_one_line_errors():
+    with pytest.raises(ValueError, match=r"stability.shift = -1"):
+        StabilityVariants(shift=-1)
+    with pytest.raises(ValueError, match=r"stability.brightness"):
+        StabilityVariants(brightness=[0.0])
+
+
+def record(i: int, **fields) -> CaseRecord:
+    return CaseRecord(method="m", run="r", task="multiclass", case_id=f"c0-{i}", seed=i, origin_class=0, **fields)
+
+
+def test_stable_rates_count_over_all_cases():
+    cases = [record(0, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=6),
+             record(1, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=5),
+             record(2, flipped=True, verdict="semantic_change", stability_variants=6, stability_held=6),
+             record(3, flipped=False, verdict="no_flip")]
+    assert stability_columns(cases) == {"stable_flip_rate": 0.5, "stable_failure_rate": 0.25}
+    unchecked = [record(0, flipped=True, verdict="valid_failure")]
+    assert stability_columns(unchecked) == {"stable_flip_rate": None, "stable_failure_rate": None}
