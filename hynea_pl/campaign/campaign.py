@@ -137,6 +137,7 @@ class Campaign:
         classes must be within the generator's and SUT's classes (:func:`check_classes`), and the oracle must be
         independent of the model that steers the search (:func:`check_judge_independent`)."""
         self.factory.model_class.check_task(self.sut.task, self.method)
+        check_batching(self.selection, self.factory.model_class, self.method, self.callbacks)
         check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
         self.validated = True
@@ -230,6 +231,20 @@ def check_classes(selection: CaseSelection, components: Components) -> None:
                                  f"(0-{count - 1}, the {name}'s {count} classes)")
 
 
+def check_batching(selection: CaseSelection, model_class: type[TestCaseModule], method: str,
+                   callbacks: Sequence[CaseCallback]) -> None:
+    """Refuse ``cases.batch_size > 1`` (one line) for a method that runs one case per Trainer only, or with case
+    callbacks other than the default ones (a batch applies their rules per case itself)."""
+    if selection.batch_size <= 1:
+        return
+    if model_class.batched_module() is None:
+        raise ValueError(f"cases.batch_size = {selection.batch_size}: {method} runs one case per Trainer; "
+                         "only HyNeA batches cases (use --cases.batch_size 1)")
+    if tuple(callbacks) != DEFAULT_CALLBACKS:
+        raise ValueError(f"cases.batch_size = {selection.batch_size} applies the default case callbacks' rules per "
+                         "case; a campaign with other case callbacks runs with --cases.batch_size 1")
+
+
 def case_trainer_config(trainer: Any, case: TestCase, run_name: str) -> Any:
     """A copy of the config's ``trainer`` section for one case: its logger named ``<run>/<case id>`` and, for W&B,
     grouped under the campaign's run name."""
@@ -270,5 +285,5 @@ def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.
                       "blind spots and undercount valid failures", stacklevel=2)
 
 
-__all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_classes",
+__all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_batching", "check_classes",
            "check_judge_independent", "class_count"]

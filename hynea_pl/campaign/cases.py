@@ -35,6 +35,9 @@ class CaseSelection:
         case_ids: run only these case ids (e.g. ``["c3-0"]``); empty runs all.
         validate_origins: skip origins the SUT does not classify as their class (paper 4.5); turn off only for
             generators whose samples the SUT cannot be expected to recognise (e.g. untrained test models).
+        batch_size: cases adapting together in one module and one Trainer (:mod:`hynea_pl.methods.batched`); a
+            case that ends leaves the batch and the next planned one takes its slot. 1: one Trainer per case.
+            Only methods that can batch (HyNeA) take more than 1; the campaign refuses the others.
     """
 
     classes: list[int | None] = field(default_factory=lambda: list(range(10)))
@@ -43,6 +46,11 @@ class CaseSelection:
     max_seed_tries: int = 20
     case_ids: list[str] = field(default_factory=list)
     validate_origins: bool = True
+    batch_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError(f"cases.batch_size must be >= 1, got {self.batch_size}")
 
 
 @dataclass(frozen=True)

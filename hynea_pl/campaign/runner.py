@@ -47,20 +47,32 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
                 raise KeyboardInterrupt from None
             raise
     except Exception as error:  # a failing case is recorded, the campaign goes on
-        record.error = f"{type(error).__name__}: {one_line(error)}"
+        record.error = error_text(error)
     finally:
         if trainer is not None:
             close_case_loggers(trainer)
     record.runtime_s = time.perf_counter() - start
-    record.steps = trainer.global_step if trainer is not None else 0
+    finish_record(campaign, record, model, trainer.global_step if trainer is not None else 0, folder)
+    return record
+
+
+def error_text(error: BaseException) -> str:
+    """A record's ``error``: the exception's type and its first line."""
+    return f"{type(error).__name__}: {one_line(error)}"
+
+
+def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule | None, steps: int,
+                  folder: RunFolder) -> None:
+    """Write what the case's module returned (:meth:`TestCaseModule.case_outcome`) into ``record`` through
+    :func:`fill_outcome` and append it to the run folder (the single and the batched path alike)."""
+    record.steps = steps
     if model is not None:
         try:
             fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism,
                          campaign.stability)
         except Exception as error:
-            record.error = record.error or f"{type(error).__name__}: {one_line(error)}"
+            record.error = record.error or error_text(error)
     folder.append(record)
-    return record
 
 
 def check_resumable(campaign: Campaign) -> None:
@@ -107,13 +119,24 @@ def run_campaign(campaign: Campaign) -> dict:
     label = f"{shard.prefix}cases" if shard.world_size > 1 else "cases"
     flipped = valid = 0
     with StepProgress(label, len(mine), unit="case", interval_s=0.0, console=console.console) as progress:
-        for index, case in enumerate(mine, 1):
-            record = run_case(campaign, case, folder)
+        index = 0
+
+        def done(record: CaseRecord) -> None:
+            nonlocal index, flipped, valid
+            index += 1
             flipped += bool(record.flipped)
             valid += record.verdict == VALID_FAILURE
             console.case_done(shard.prefix, index, len(mine), record)
             progress.set_status(console.status(flipped, valid, bool(campaign.oracle)))
             progress.update()
+
+        if campaign.selection.batch_size > 1:
+            from hynea_pl.campaign.batched_runner import run_batched_cases
+
+            run_batched_cases(campaign, mine, folder, done)
+        else:
+            for case in mine:
+                done(run_case(campaign, case, folder))
     shard.barrier()
     if not shard.is_main:
         return {}
@@ -128,4 +151,4 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["check_resumable", "run_campaign", "run_case"]
+__all__ = ["check_resumable", "error_text", "finish_record", "run_campaign", "run_case"]

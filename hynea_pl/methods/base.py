@@ -106,6 +106,12 @@ class TestCaseModule(L.LightningModule):
             raise UnsupportedTaskError(
                 f"{name or cls.method_name} is implemented for {', '.join(supported)} SUTs, not {task!r}")
 
+    @classmethod
+    def batched_module(cls) -> type[L.LightningModule] | None:
+        """The module that runs several cases of this method together (``cases.batch_size > 1``,
+        :mod:`hynea_pl.methods.batched`), or ``None`` when the method runs one case per Trainer only."""
+        return None
+
     @property
     def evals_per_step(self) -> int:
         """At most how many SUT evaluations the next step spends (the budget never lets a step overrun)."""

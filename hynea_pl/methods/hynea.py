@@ -116,6 +116,13 @@ class HyNeACase(TestCaseModule):
         self._initial_behaviour: torch.Tensor | None = None
         self._result_weights: dict[str, dict[str, torch.Tensor]] | None = None
 
+    @classmethod
+    def batched_module(cls) -> type[TestCaseModule] | None:
+        """:class:`~hynea_pl.methods.batched.BatchedHyNeA` (B cases in one module, each its own weights)."""
+        from hynea_pl.methods.batched import BatchedHyNeA
+
+        return BatchedHyNeA
+
     # ------------------------------------------------------------------ case setup
     @torch.no_grad()
     def setup(self, stage: str) -> None:
@@ -159,28 +166,59 @@ class HyNeACase(TestCaseModule):
         """The adapted chain's image ``(1, C, H, W)`` in [0, 1] (differentiable)."""
         return self.generator.decode(self.generate_latents())
 
-    def prior_loss(self, latents: torch.Tensor) -> torch.Tensor:
+    def prior_loss(self, latents: torch.Tensor, step: int | None = None) -> torch.Tensor:
         """The realism prior on ``latents``: the frozen denoiser's loss at a timestep and noise drawn from the
-        case's seed and step (the same draws on every run of the case)."""
+        case's seed and 1-based ``step`` (default: the Trainer's next step), the same draws on every run."""
         hp = self.hparams
-        draw = torch.Generator().manual_seed(hp.seed * 100_003 + self.global_step)
+        index = self.global_step if step is None else step - 1
+        draw = torch.Generator().manual_seed(hp.seed * 100_003 + index)
         low, high = hp.prior_timesteps
         total = self.generator.scheduler.config.num_train_timesteps
         t = torch.randint(int(low * total), max(int(high * total), int(low * total) + 1), (1,), generator=draw)
         noise = torch.randn(latents.shape, generator=draw)
         return self.generator.denoising_loss(latents, hp.origin_class, t.to(latents.device)[0], noise)
 
+    @staticmethod
+    def as_read(images: torch.Tensor) -> torch.Tensor:
+        """``images (B, C, H, W)`` as the SUT reads them: as saved (8-bit), gradients straight through the rounding."""
+        return images + (as_saved(images) - images).detach()
+
+    def reference_inputs(self, images: torch.Tensor) -> torch.Tensor:
+        """What the reference judges for one case's image ``(1, C, H, W)``: the image, or its views ``(6, C, H, W)``
+        with ``reference_views``."""
+        return shifted_views(images) if self.hparams.reference_views else images
+
     def training_step(self, batch: int, batch_idx: int) -> dict:
-        hp = self.hparams
         latents = self.generate_latents()
-        images = self.generator.decode(latents)
-        # the SUT reads the image as it will be saved (8-bit); gradients pass straight through the rounding
-        images = images + (as_saved(images) - images).detach()
+        images = self.as_read(self.generator.decode(latents))
         output = self.sut(images)
+        reference_output = None if self.reference is None else self.reference(self.reference_inputs(images))
+        loss, found, logged = self.case_step(self.global_step + 1, latents, images, output, reference_output)
+        self.log_dict({"loss": loss, **logged, "found": float(found)}, prog_bar=True, on_step=True, on_epoch=False)
+        return {"loss": loss, "found": found}
+
+    def case_step(self, step: int, latents: torch.Tensor, images: torch.Tensor, output: torch.Tensor,
+                  reference_output: torch.Tensor | None) -> tuple[torch.Tensor, bool, dict[str, torch.Tensor]]:
+        """The rule of one adaptation step of this case, for the single and the batched path alike
+        (:mod:`hynea_pl.methods.batched`): counts the SUT evaluation, builds the loss (distance + behaviour,
+        prior, the reference's preservation), decides ``found`` (target or flip, ``stop_margin``, the reference's
+        stop rule) and keeps the result.
+
+        Args:
+            step: the case's 1-based step.
+            latents: the case's adapted latents ``(1, c, h, w)``.
+            images: the case's image ``(1, C, H, W)`` as the SUT read it (:meth:`as_read`).
+            output: the SUT's output on ``images``.
+            reference_output: the reference's output on :meth:`reference_inputs` of ``images`` (``None`` without
+                a reference).
+
+        Returns ``(loss, found, logged)``; raises :class:`NonFiniteLossError` on a NaN / infinite loss.
+        """
+        hp = self.hparams
         self.sut_evals += images.shape[0]
         distance = frobenius_distance(self.origin_image, images)
         behaviour = self.sut.behaviour_loss(output, self.objective, self.target)
-        if self.hparams.normalize_behaviour:
+        if hp.normalize_behaviour:
             if self._initial_behaviour is None:
                 self._initial_behaviour = behaviour.detach().clamp_min(1e-8)
             behaviour_term = behaviour / self._initial_behaviour
@@ -189,7 +227,7 @@ class HyNeACase(TestCaseModule):
         loss = distance + behaviour_term
         logged = {"distance": distance, "behaviour": behaviour}
         if hp.prior_weight:
-            prior = self.prior_loss(latents)
+            prior = self.prior_loss(latents, step)
             loss = loss + hp.prior_weight * prior
             logged["prior"] = prior
         test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
@@ -198,26 +236,29 @@ class HyNeACase(TestCaseModule):
             margin = self.sut.decision_margin(output.detach(), self.origin_output, self.target)
             found = found and bool((margin <= -hp.stop_margin).all())
         if self.reference is not None:
-            views = shifted_views(images) if hp.reference_views else images
-            reference_output = self.reference(views)
-            origin_output = self.reference_origin_output.expand(len(views), *self.reference_origin_output.shape[1:])
+            views = len(reference_output)
+            origin_output = self.reference_origin_output.expand(views, *self.reference_origin_output.shape[1:])
             if hp.reference_weight:
                 keep = self.reference.keep_loss(reference_output, origin_output)
                 loss = loss + hp.reference_weight * keep
                 logged["keep"] = keep
             kept = bool(self.reference.keeps(reference_output.detach(), origin_output,
-                                             self.target.expand(len(views)), hp.reference_margin).all())
+                                             self.target.expand(views), hp.reference_margin).all())
             found = found and (kept or not hp.reference_stop)
             logged["reference_kept"] = float(kept)
         if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {self.global_step + 1}")
-        self.log_dict({"loss": loss, **logged, "found": float(found)}, prog_bar=True, on_step=True, on_epoch=False)
-        self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), found)
-        return {"loss": loss, "found": found}
+            raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {step}")
+        self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), found, step)
+        return loss, found, logged
 
-    def _keep_result(self, images: torch.Tensor, output: torch.Tensor, behaviour: float, found: bool) -> None:
+    def adapter_weights(self) -> dict[str, dict[str, torch.Tensor]]:
+        """A copy of the HyperNet's and projector's weights now (a batched slot reads them from its stack)."""
+        return {name: {k: v.detach().clone() for k, v in module.state_dict().items()}
+                for name, module in (("hypernet", self.hypernet), ("projector", self.projector))}
+
+    def _keep_result(self, images: torch.Tensor, output: torch.Tensor, behaviour: float, found: bool,
+                     step: int) -> None:
         result = self.result
-        step = self.global_step + 1
         result.history.append({"step": step, "behaviour": behaviour, "found": found})
         if result.found:
             return
@@ -225,8 +266,7 @@ class HyNeACase(TestCaseModule):
             result.image, result.output, result.behaviour_loss = images, output, behaviour
             result.found, result.step = found, step
             if self.hparams.save_adapters:  # the weights that made this image (the optimiser steps after it)
-                self._result_weights = {name: {k: v.detach().clone() for k, v in module.state_dict().items()}
-                                        for name, module in (("hypernet", self.hypernet), ("projector", self.projector))}
+                self._result_weights = self.adapter_weights()
 
     def record_diagnostics(self) -> dict:
         """With a reference: its decision on the origin and on the result (``prediction``, differential testing),

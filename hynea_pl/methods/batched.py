@@ -1,0 +1,207 @@
+"""Batched HyNeA: B test cases adapt together in one LightningModule and one Trainer (``--cases.batch_size B``).
+
+Each slot holds one :class:`~hynea_pl.methods.hynea.HyNeACase`, set up as for a single run (its origin, target,
+control, fresh HyperNet and projector). One training step runs the sampling chain and the decoder once for every
+occupied slot (the frozen generator on ``b`` rows, each slot's HyperNet and projector through
+:class:`~hynea_pl.methods.batched_adapters.StackedAdapters`), the SUT once on the ``b`` images and the reference
+once on all their views; then each slot's own :meth:`HyNeACase.case_step` (the single owner of the loss, the found
+rule and the kept result) runs on its rows, and :class:`~hynea_pl.methods.batched_optim.SlotAdamW` steps each slot
+with its own OneCycle learning rate. A case that ends leaves its slot at once (``case_done``: the campaign writes
+its record) and the next planned case (``next_case``) takes the slot with fresh weights and optimiser state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from hynea_pl.callbacks.stop import note_stop
+from hynea_pl.methods.batched_adapters import StackedAdapters
+from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
+from hynea_pl.methods.hynea import HyNeACase
+from hynea_pl.schedules import safe_pct_start
+
+#: Builds and sets up the next planned case; ``None`` when none is left.
+NextCase = Callable[[], HyNeACase | None]
+#: Told that a case left its slot: the case, its steps and the error that ended it (``None``: it ended normally).
+CaseDone = Callable[[HyNeACase, int, Exception | None], None]
+
+
+class _Steps(IterableDataset):
+    """An endless stream of step indices: the batch ends when its last case does, not with the data."""
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(itertools.count())
+
+
+class BatchedHyNeA(L.LightningModule):
+    """Up to ``slots`` HyNeA cases adapting together; see the module docstring.
+
+    Args:
+        first: the first case, set up (its HyperNet and projector are the templates every slot runs through).
+        next_case: the next planned case, set up, or ``None`` when the campaign has none left.
+        case_done: called once per case when it leaves its slot.
+        slots: B.
+        max_steps: each case's step limit (the config's ``trainer.max_steps``; also its OneCycle length unless
+            the case sets ``total_steps``).
+        max_evals: each case's SUT-evaluation budget (``budget.max_evals``).
+
+    Why the per-case stop lives here and not in the campaign's callbacks: a callback stops a Trainer, and this
+    Trainer runs every case of the batch. A case must leave its slot (and a new one take it) between two steps of
+    the others, so this module applies to each slot, after its step, the rules of ``FlipEarlyStopping`` (found),
+    ``SUTEvaluationBudget`` (the next step would overrun the budget) and the Trainer's ``max_steps``, and notes the
+    same ``stop_reason`` (:func:`hynea_pl.callbacks.stop.note_stop`).
+    """
+
+    def __init__(self, first: HyNeACase, next_case: NextCase, case_done: CaseDone, slots: int, max_steps: int,
+                 max_evals: int) -> None:
+        super().__init__()
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        if max_steps is None or max_steps <= 0:
+            raise ValueError("batched HyNeA needs trainer.max_steps (each case's step limit and OneCycle length)")
+        self.automatic_optimization = False
+        self.slots, self.max_steps, self.max_evals = slots, int(max_steps), int(max_evals)
+        self._next_case, self._case_done = next_case, case_done
+        self.stack = StackedAdapters(first.hypernet, first.projector, slots)
+        self.cases: list[HyNeACase | None] = [None] * slots
+        self.case_steps = [0] * slots
+        self._weight_decay = first.hparams.weight_decay
+        self._pending: HyNeACase | None = first
+        self._exhausted = False
+
+    # ------------------------------------------------------------------ slots
+    @property
+    def active(self) -> list[int]:
+        """The occupied slots."""
+        return [slot for slot, case in enumerate(self.cases) if case is not None]
+
+    def _take(self, slot: int, case: HyNeACase) -> None:
+        if case.hparams.weight_decay != self._weight_decay:
+            raise ValueError("the cases of one batch must share weight_decay")
+        self.stack.load(slot, {"hypernet": case.hypernet, "projector": case.projector})
+        if case.hparams.save_adapters:  # the kept weights are the slot's, read from the stack
+            case.adapter_weights = lambda slot=slot: self.stack.slot_weights(slot)
+        self.cases[slot], self.case_steps[slot] = case, 0
+        if self._trainer is not None and self.trainer.optimizers:
+            self.trainer.optimizers[0].reset(slot)
+
+    def _fill(self) -> None:
+        """Give every free slot the next planned case."""
+        for slot in range(self.slots):
+            if self.cases[slot] is not None:
+                continue
+            case = self._pending
+            self._pending = None
+            if case is None and not self._exhausted:
+                case = self._next_case()
+                self._exhausted = case is None
+            if case is None:
+                return
+            self._take(slot, case)
+
+    def _leave(self, slot: int, error: Exception | None) -> None:
+        case, steps = self.cases[slot], self.case_steps[slot]
+        self.cases[slot] = None
+        self._case_done(case, steps, error)
+
+    def fail_active(self, error: Exception) -> None:
+        """End every case still in a slot, or waiting for one, with ``error`` (the batch's shared step failed)."""
+        for slot in self.active:
+            self._leave(slot, error)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._case_done(pending, 0, error)
+
+    def setup(self, stage: str) -> None:
+        self._fill()
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(_Steps(), batch_size=None)
+
+    def configure_optimizers(self) -> SlotAdamW:
+        return SlotAdamW(self.stack.trainable(), self.slots, weight_decay=self._weight_decay)
+
+    # ------------------------------------------------------------------ one step of every slot
+    def _condition(self, cases: list[HyNeACase]) -> Any:
+        classes = [case.hparams.origin_class for case in cases]
+        if all(c == classes[0] for c in classes):
+            return classes[0]
+        return torch.tensor(classes, dtype=torch.long, device=self.device)
+
+    def _lr(self, case: HyNeACase, done: int) -> float:
+        hp = case.hparams
+        total = hp.total_steps or self.max_steps
+        return one_cycle_lr(done, total, hp.lr_max, hp.lr_max / (hp.lr_max / hp.lr_min),
+                            safe_pct_start(hp.pct_start, total))
+
+    def training_step(self, batch: int, batch_idx: int) -> None:
+        self._fill()
+        rows = self.active
+        if not rows:
+            self.trainer.should_stop = True
+            return None
+        cases = [self.cases[slot] for slot in rows]
+        generator, sut = cases[0].generator, cases[0].sut
+        index = None if len(rows) == self.slots else torch.tensor(rows, device=self.device)
+        controls = self.stack.project(torch.cat([case.control for case in cases]), index)
+        latents = generator.denoise(torch.cat([case.noise for case in cases]), self._condition(cases),
+                                    hypernet=self.stack.hypernet(index), control=controls)
+        images = HyNeACase.as_read(generator.decode(latents))
+        output = sut(images)
+        references = self._read_references(cases, images)
+        losses, stepped, found, errors = [], [], {}, {}
+        for j, (slot, case) in enumerate(zip(rows, cases, strict=True)):
+            try:
+                loss, found[slot], _ = case.case_step(self.case_steps[slot] + 1, latents[j:j + 1],
+                                                      images[j:j + 1], output[j:j + 1], references[j])
+            except Exception as error:  # this case's record takes the error; the others go on
+                errors[slot] = error
+                continue
+            losses.append(loss)
+            stepped.append(slot)
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        if losses:
+            total = torch.stack(losses).sum()  # each slot's weights only see their own case's loss
+            self.manual_backward(total)
+            optimizer.optimizer.schedule(stepped, [self._lr(self.cases[s], self.case_steps[s]) for s in stepped])
+            optimizer.step()
+            self.log_dict({"loss": total / len(losses), "active": float(len(rows))}, prog_bar=True, on_step=True,
+                          on_epoch=False, batch_size=len(rows))
+        for slot in stepped:
+            self.case_steps[slot] += 1
+        for slot, error in errors.items():
+            self._leave(slot, error)
+        for slot in stepped:
+            if self._stops(self.cases[slot], found[slot], self.case_steps[slot]):
+                self._leave(slot, None)
+        self._fill()
+        if not self.active:
+            self.trainer.should_stop = True
+
+    def _read_references(self, cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor | None]:
+        """The reference's outputs on every case's views, in one call, split per case."""
+        reference = cases[0].reference
+        if reference is None:
+            return [None] * len(cases)
+        views = [case.reference_inputs(images[j:j + 1]) for j, case in enumerate(cases)]
+        return list(reference(torch.cat(views)).split([len(v) for v in views]))
+
+    def _stops(self, case: HyNeACase, found: bool, steps: int) -> bool:
+        """Whether ``case`` ends after its step ``steps``, noting why (the callbacks' rules, see the class)."""
+        if found:
+            note_stop(case, "flipped")
+        if int(case.sut_evals) + int(case.evals_per_step) > self.max_evals:
+            note_stop(case, "budget")
+        if steps >= self.max_steps:
+            note_stop(case, "max_steps")
+        return case.stop_reason is not None
+
+
+__all__ = ["BatchedHyNeA", "CaseDone", "NextCase"]

@@ -1,0 +1,100 @@
+"""Batched HyNeA (``--cases.batch_size B``): every case's record at B = 4 is the record of the same case at B = 1,
+including a case that ends early and slots refilled by later cases; the per-slot optimiser and schedule follow
+torch's AdamW and OneCycleLR; methods that cannot batch are refused."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from method_runs import records, tiny_fit_args
+from records_regression import differences, stable
+
+from hynea_pl.cli import main
+from hynea_pl.images import load_image
+from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
+from hynea_pl.schedules import safe_pct_start
+
+#: six cases, in this order: c4-0 flips at its step 2 (its slot is refilled while the others run on), the others
+#: run to max_steps; at B = 4 the fifth and sixth cases take freed slots
+CLASSES = (0, 4, 1, 2, 3, 5)
+#: the paper's HyNeA, with learning rates high enough that one of the tiny zoo's cases flips within 6 steps
+FAST = ("--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
+        "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01")
+
+
+def fit_batched(root, name: str, batch_size: int, *extra: str) -> list[dict]:
+    args = [*tiny_fit_args("hynea", root, budget=60, max_steps=6, classes=CLASSES), "--output.name", name,
+            "--cases.batch_size", str(batch_size), *FAST, *extra]
+    assert main(args) == 0
+    return records(root / name)
+
+
+@pytest.mark.slow
+def test_batched_records_are_the_records_of_one_case_at_a_time(tiny_zoo, tmp_path):
+    single = {r["case_id"]: r for r in fit_batched(tmp_path, "b1", 1)}
+    batched = {r["case_id"]: r for r in fit_batched(tmp_path, "b4", 4)}
+    assert sorted(batched) == sorted(single) and len(batched) == len(CLASSES)
+    early = [cid for cid, r in single.items() if r["diagnostics"]["stop_reason"] == "flipped"]
+    assert early and all(single[cid]["steps"] < 6 for cid in early), "a case that ends early (its slot is refilled)"
+    for cid, one in single.items():
+        many = batched[cid]
+        for key in ("flipped", "result_step", "target", "sut_evals", "steps", "result_label", "error"):
+            assert many[key] == one[key], (cid, key)
+        assert many["diagnostics"]["stop_reason"] == one["diagnostics"]["stop_reason"]
+        found = [d for d in differences({**stable(one), "run": None}, {**stable(many), "run": None},
+                                        rel=1e-3, abs_=1e-4)]
+        assert not found, (cid, found)
+        image_one = load_image(tmp_path / "b1" / one["result_image"])
+        image_many = load_image(tmp_path / "b4" / many["result_image"])
+        torch.testing.assert_close(image_many, image_one, atol=1.5 / 255, rtol=0)  # one 8-bit level at most
+
+
+@pytest.mark.slow
+def test_a_method_that_cannot_batch_is_refused_in_one_line(tiny_zoo, tmp_path, capsys):
+    args = [*tiny_fit_args("sinvad", tmp_path, budget=60), "--cases.batch_size", "4"]
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert "only HyNeA batches cases" in err
+
+
+@pytest.mark.parametrize("total, pct", [(6, 0.3), (50, 0.3), (3, 0.3), (10, 0.5)])
+def test_one_cycle_lr_is_torchs_one_cycle(total, pct):
+    pct = safe_pct_start(pct, total)
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW([param], lr=3e-4)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=total, pct_start=pct,
+                                                    div_factor=3e-3 / 3e-4, cycle_momentum=False)
+    for step in range(total):
+        expected = optimizer.param_groups[0]["lr"]
+        assert math.isclose(one_cycle_lr(step, total, 3e-3, 3e-3 / (3e-3 / 3e-4), pct), expected, rel_tol=1e-12)
+        optimizer.step()
+        scheduler.step()
+
+
+def test_slot_adamw_steps_each_slot_like_its_own_adamw_and_resets_a_slot():
+    torch.manual_seed(0)
+    slots, shape = 3, (4, 5)
+    start = torch.randn(slots, *shape)
+    stacked = torch.nn.Parameter(start.clone())
+    ours = SlotAdamW([stacked], slots, weight_decay=1e-2)
+    singles = [torch.nn.Parameter(start[i].clone()) for i in range(slots)]
+    theirs = [torch.optim.AdamW([p], lr=1.0, weight_decay=1e-2) for p in singles]
+    lrs = {0: [1e-2, 2e-2, 3e-2, 1e-2], 1: [5e-3, 5e-3], 2: [1e-1, 1e-2, 1e-3, 1e-4]}
+    active = [[0, 1, 2], [0, 2], [0, 1, 2], [0, 2]]  # slot 1 sits out steps 2 and 4 (its state must not move)
+    for step, rows in enumerate(active):
+        grads = torch.randn(slots, *shape)
+        stacked.grad = grads.clone()
+        used = [lrs[s][sum(s in a for a in active[:step])] for s in rows]
+        ours.schedule(rows, used)
+        ours.step()
+        for s, lr in zip(rows, used, strict=True):
+            theirs[s].param_groups[0]["lr"] = lr
+            singles[s].grad = grads[s].clone()
+            theirs[s].step()
+        for s in range(slots):
+            torch.testing.assert_close(stacked.detach()[s], singles[s].detach(), rtol=1e-6, atol=1e-7)
+    ours.reset(1)
+    assert ours.steps[1] == 0 and not ours.state[stacked]["exp_avg"][1].any()
+    assert ours.state[stacked]["exp_avg"][0].any()
