@@ -1,6 +1,7 @@
 """Batched HyNeA (``--cases.batch_size B``): every case's record at B = 4 is the record of the same case at B = 1,
 including a case that ends early and slots refilled by later cases; the per-slot optimiser and schedule follow
-torch's AdamW and OneCycleLR; methods that cannot batch are refused."""
+torch's AdamW and OneCycleLR; methods that cannot batch are refused; the population baselines score a generation in
+one SUT call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,12 @@ import pytest
 import torch
 from method_runs import records, tiny_fit_args
 from records_regression import differences, stable
+from test_baselines_cases import CountingSUT, counting_sut, make_trainer
+from tiny_components import tiny_generator
 
+from baselines.giftbench import GIFTbenchCase
+from baselines.sinvad import SINVADCase
+from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.cli import main
 from hynea_pl.images import load_image
 from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
@@ -21,23 +27,28 @@ from hynea_pl.schedules import safe_pct_start
 CLASSES = (0, 4, 1, 2, 3, 5)
 #: the paper's HyNeA, with learning rates high enough that one of the tiny zoo's cases flips within 6 steps
 FAST = ("--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
-        "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01")
+        "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01")
+#: the shipped config: steered by the reference (its views, its stop rule) and the stop margin
+SHIPPED = ()
 
 
 def fit_batched(root, name: str, batch_size: int, *extra: str) -> list[dict]:
     args = [*tiny_fit_args("hynea", root, budget=60, max_steps=6, classes=CLASSES), "--output.name", name,
-            "--cases.batch_size", str(batch_size), *FAST, *extra]
+            "--cases.batch_size", str(batch_size), *extra]
     assert main(args) == 0
     return records(root / name)
 
 
 @pytest.mark.slow
-def test_batched_records_are_the_records_of_one_case_at_a_time(tiny_zoo, tmp_path):
-    single = {r["case_id"]: r for r in fit_batched(tmp_path, "b1", 1)}
-    batched = {r["case_id"]: r for r in fit_batched(tmp_path, "b4", 4)}
+@pytest.mark.parametrize("variant", ["fast", "shipped"])
+def test_batched_records_are_the_records_of_one_case_at_a_time(variant, tiny_zoo, tmp_path):
+    extra = {"fast": FAST, "shipped": SHIPPED}[variant]
+    single = {r["case_id"]: r for r in fit_batched(tmp_path, "b1", 1, *extra)}
+    batched = {r["case_id"]: r for r in fit_batched(tmp_path, "b4", 4, *extra)}
     assert sorted(batched) == sorted(single) and len(batched) == len(CLASSES)
-    early = [cid for cid, r in single.items() if r["diagnostics"]["stop_reason"] == "flipped"]
-    assert early and all(single[cid]["steps"] < 6 for cid in early), "a case that ends early (its slot is refilled)"
+    if variant == "fast":
+        early = [cid for cid, r in single.items() if r["diagnostics"]["stop_reason"] == "flipped"]
+        assert early and all(single[cid]["steps"] < 6 for cid in early), "a case ends early (its slot is refilled)"
     for cid, one in single.items():
         many = batched[cid]
         for key in ("flipped", "result_step", "target", "sut_evals", "steps", "result_label", "error"):
@@ -98,3 +109,24 @@ def test_slot_adamw_steps_each_slot_like_its_own_adamw_and_resets_a_slot():
     ours.reset(1)
     assert ours.steps[1] == 0 and not ours.state[stacked]["exp_avg"][1].any()
     assert ours.state[stacked]["exp_avg"][0].any()
+
+
+class CallSizes(CountingSUT):
+    """Records the batch size of every SUT call."""
+
+    def __init__(self, model: torch.nn.Module, **kwargs) -> None:
+        super().__init__(model, **kwargs)
+        self.calls: list[int] = []
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        self.calls.append(images.shape[0])
+        return super().forward(images)
+
+
+@pytest.mark.parametrize("method, sizes", [(GIFTbenchCase, [1, 25, 15]), (SINVADCase, [1, 50, 30])])
+def test_population_baselines_score_each_generation_in_one_sut_call(method, sizes):
+    """GIFTbench and SINVAD already batch: the origin once, then every generation's new individuals in one call."""
+    sut = counting_sut(CallSizes)
+    case = method(tiny_generator(num_inference_steps=1), sut, origin_class=3, seed=5)
+    make_trainer([SUTEvaluationBudget(10_000)], max_steps=2).fit(case)
+    assert sut.calls == sizes and case.sut_evals == sum(sizes[1:])

@@ -102,9 +102,10 @@ class StackedAdapters(nn.Module):
 
 class _SlotHyperNet:
     """Called by the chain like one HyperNet on a model batch of ``N = k b`` rows (``k = 2`` under guidance, stacked
-    ``torch.cat([x, x])``: rows ``i`` and ``b + i`` belong to slot ``i``). Tensor arguments with ``N`` rows are
-    split per slot into ``(b, k, ...)``, those with ``b`` rows (the controls) into ``(b, 1, ...)``; anything else
-    (the timestep) is shared. The residuals come back in the chain's row order."""
+    ``torch.cat([x, x])``: rows ``i`` and ``b + i`` belong to slot ``i``). Tensors among the arguments (nested ones
+    too, e.g. a DiT's ``(timestep, labels)`` context) with ``N`` rows are split per slot into ``(b, k, ...)``, those
+    with ``b`` rows (the controls) into ``(b, 1, ...)``; anything else (a scalar timestep) is shared. The residuals
+    come back in the chain's row order."""
 
     def __init__(self, template: nn.Module, params: dict[str, Tensor], buffers: dict[str, Tensor]) -> None:
         self.template, self.params, self.buffers = template, params, buffers
@@ -123,11 +124,13 @@ class _SlotHyperNet:
                 return x.unsqueeze(1), 0
             return x, None
 
-        inputs, dims = zip(*(split(a) for a in args), strict=True)
+        leaves, args_tree = tree_flatten(args)
+        inputs, dims = zip(*(split(leaf) for leaf in leaves), strict=True) if leaves else ((), ())
         spec: list[Any] = []
 
-        def one(params: dict[str, Tensor], *slot_args: Any) -> tuple[Tensor, ...]:
-            flat, tree = tree_flatten(functional_call(self.template, (params, self.buffers), slot_args))
+        def one(params: dict[str, Tensor], *slot_leaves: Any) -> tuple[Tensor, ...]:
+            slot_args = tree_unflatten(list(slot_leaves), args_tree)
+            flat, tree = tree_flatten(functional_call(self.template, (params, self.buffers), tuple(slot_args)))
             spec[:] = [tree, [x is None for x in flat]]
             return tuple(x for x in flat if x is not None)
 
