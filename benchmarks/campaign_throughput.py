@@ -1,11 +1,14 @@
 """Campaign throughput and per-case overhead: prints measured numbers (nothing is asserted).
 
     .venv/bin/python benchmarks/campaign_throughput.py [--profile tiny|full] [--cases 6] [--processes 1 2]
-        [--device cpu|cuda] [--overhead-cases 4] [--steps 10] [--out runs/throughput]
+        [--batch-sizes 1 4 16] [--device cpu|cuda] [--overhead-cases 4] [--steps 10] [--no-overheads]
+        [--out runs/throughput]
 
 Three measurements, all on configs/mnist.yaml pointed at the zoo profile:
 1. **Cases per hour** of a whole ``python -m hynea_pl fit`` campaign (process start, zoo load and origins included)
-   for each process count (``--trainer.devices N``; on ``--device cuda``, N GPUs).
+   for each process count (``--trainer.devices N``; on ``--device cuda``, N GPUs) and each batch size
+   (``--cases.batch_size B``, cases adapting together), side by side in one run, with the campaign process's peak
+   resident memory and its flips and valid failures (batching must not change them).
 2. **Per-case overhead** (building a case's module and Trainer arguments, then its ``setup``), before and after
    components were shared: "before" re-instantiates the whole parsed config for every case as the runner used to
    (generator, SUT, reference and oracle loaded again); "after" is the campaign's :class:`CaseFactory`.
@@ -45,8 +48,8 @@ def case_args(options: argparse.Namespace) -> list[str]:
             "--cases.n_per_class", str(per_class), "--trainer.max_steps", str(options.steps)]
 
 
-def throughput(options: argparse.Namespace, processes: int) -> dict:
-    name = f"{options.profile}_{processes}proc"
+def throughput(options: argparse.Namespace, processes: int, batch_size: int = 1) -> dict:
+    name = f"{options.profile}_{processes}proc_b{batch_size}"
     run = Path(options.out) / name
     if run.exists():
         import shutil
@@ -54,16 +57,25 @@ def throughput(options: argparse.Namespace, processes: int) -> dict:
         shutil.rmtree(run)
     accelerator = "gpu" if options.device == "cuda" else "cpu"
     command = [sys.executable, "-m", "hynea_pl", "fit", *case_args(options), "--trainer.accelerator", accelerator,
-               "--trainer.devices", str(processes), "--output.root", options.out, "--output.name", name]
+               "--trainer.devices", str(processes), "--cases.batch_size", str(batch_size),
+               "--output.root", options.out, "--output.name", name]
+    log = Path(options.out) / f"{name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    with log.open("w") as out:
+        process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                   env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+        _, status, usage = os.wait4(process.pid, 0)  # the campaign process's own peak RSS (KiB on Linux)
+        process.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    if result.returncode != 0:
-        raise SystemExit(f"campaign failed ({processes} processes): {result.stdout[-2000:]}{result.stderr[-2000:]}")
+    if process.returncode != 0:
+        raise SystemExit(f"campaign failed ({processes} processes, B={batch_size}): {log.read_text()[-3000:]}")
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-    return {"processes": processes, "cases": len(records), "wall_s": wall, "cases_per_hour": 3600 * len(records) / wall,
-            "mean_case_s": statistics.mean(r["runtime_s"] for r in records)}
+    return {"processes": processes, "batch_size": batch_size, "cases": len(records), "wall_s": wall,
+            "cases_per_hour": 3600 * len(records) / wall, "mean_case_s": statistics.mean(r["runtime_s"] for r in records),
+            "peak_rss_gib": usage.ru_maxrss / 2**20, "flipped": sum(bool(r["flipped"]) for r in records),
+            "valid_failures": sum(r.get("verdict") == "valid_failure" for r in records),
+            "errors": sum(bool(r["error"]) for r in records)}
 
 
 def overheads(options: argparse.Namespace) -> dict:
@@ -147,6 +159,9 @@ def main() -> None:
     parser.add_argument("--profile", choices=["tiny", "full"], default="tiny")
     parser.add_argument("--cases", type=int, default=6)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1],
+                        help="cases.batch_size values measured side by side (HyNeA batches cases)")
+    parser.add_argument("--no-overheads", action="store_true", help="only the cases-per-hour rows")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--overhead-cases", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10)
@@ -156,10 +171,24 @@ def main() -> None:
     os.chdir(REPO)
     print(f"zoo profile {options.profile}, {options.cases} cases of {options.steps} steps, device {options.device}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, load {os.getloadavg()[0]:.2f}")
+    rows = []
     for processes in options.processes:
-        row = throughput(options, processes)
-        print(f"{processes} process(es): {row['cases']} cases in {row['wall_s']:.1f} s wall -> "
-              f"{row['cases_per_hour']:.0f} cases/hour (mean case {row['mean_case_s']:.2f} s)")
+        for batch_size in options.batch_sizes:
+            row = throughput(options, processes, batch_size)
+            rows.append(row)
+            print(f"{processes} process(es), B={batch_size}: {row['cases']} cases in {row['wall_s']:.1f} s wall -> "
+                  f"{row['cases_per_hour']:.0f} cases/hour (mean case {row['mean_case_s']:.2f} s), peak RSS "
+                  f"{row['peak_rss_gib']:.2f} GiB; flipped {row['flipped']}, valid failures {row['valid_failures']}, "
+                  f"errors {row['errors']}", flush=True)
+    for processes in options.processes:
+        base = next((r for r in rows if r["processes"] == processes and r["batch_size"] == 1), None)
+        for row in rows:
+            if base is not None and row["processes"] == processes and row["batch_size"] > 1:
+                print(f"{processes} process(es): B={row['batch_size']} gives "
+                      f"{row['cases_per_hour'] / base['cases_per_hour']:.2f}x the cases/hour of B=1")
+    (Path(options.out) / "throughput.json").write_text(json.dumps(rows, indent=2))
+    if options.no_overheads:
+        return
     row = overheads(options)
     print(f"per-case overhead (build + setup, median of {options.overhead_cases}): before {row['before_s']:.3f} s "
           f"(build {row['before_build_s']:.3f} s), after {row['after_s']:.3f} s (build {row['after_build_s']:.3f} s); "
