@@ -163,3 +163,24 @@ def test_the_sut_reads_the_image_as_saved_during_the_search():
     make_trainer(2).fit(case)
     for images in seen[1:]:  # after the origin: every image the search shows the SUT is an 8-bit image
         torch.testing.assert_close(images * 255, (images * 255).round(), atol=1e-3, rtol=0)
+
+
+class ScriptedMarginSUT(ScriptedFlipSUT):
+    """Reaches the target from step 3 on, and is one logit further past the boundary at every step after step 2."""
+
+    def decision_margin(self, output, origin_output, target):
+        return torch.full(output.shape[:1], float(2 - self.calls))
+
+
+@pytest.mark.parametrize(("stop_margin", "found_at"), [(0.0, 3), (2.5, 5)])
+def test_stop_margin_waits_until_the_sut_is_that_far_past_its_boundary(stop_margin, found_at):
+    sut = ScriptedMarginSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    case = make_case(sut=sut, stop_margin=stop_margin)
+    trainer = make_trainer(10, [FlipEarlyStopping()])
+    trainer.fit(case)
+    assert trainer.global_step == found_at and case.result.found and case.result.step == found_at
+
+
+def test_a_negative_stop_margin_is_refused():
+    with pytest.raises(ValueError, match="stop_margin must be >= 0"):
+        make_case(stop_margin=-1.0)
