@@ -38,7 +38,8 @@ def zoo_args(profile: str) -> list[str]:
     return ["--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "4",
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
             "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
-            "--model.init_args.reference.init_args.profile", "tiny", "--cases.validate_origins", "false"]
+            "--model.init_args.reference.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
+            "--cases.validate_origins", "false"]
 
 
 def case_args(options: argparse.Namespace) -> list[str]:
@@ -65,7 +66,12 @@ def throughput(options: argparse.Namespace, processes: int, batch_size: int = 1)
     with log.open("w") as out:
         process = subprocess.Popen(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, text=True,
                                    env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
-        _, status, usage = os.wait4(process.pid, 0)  # the campaign process's own peak RSS (KiB on Linux)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)  # the campaign process's own peak RSS (KiB on Linux)
+        except BaseException:  # interrupted: never leave the campaign running
+            process.kill()
+            process.wait()
+            raise
         process.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
     if process.returncode != 0:
