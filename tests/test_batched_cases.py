@@ -5,7 +5,10 @@ one SUT call."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +20,8 @@ from tiny_components import tiny_generator
 from baselines.giftbench import GIFTbenchCase
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import SUTEvaluationBudget
+from hynea_pl.hypernets import ControlProjector
+from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.cli import main
 from hynea_pl.images import load_image
 from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
@@ -130,3 +135,51 @@ def test_population_baselines_score_each_generation_in_one_sut_call(method, size
     case = method(tiny_generator(num_inference_steps=1), sut, origin_class=3, seed=5)
     make_trainer([SUTEvaluationBudget(10_000)], max_steps=2).fit(case)
     assert sut.calls == sizes and case.sut_evals == sum(sizes[1:])
+
+
+def _real_size():
+    """benchmarks/real_size.py as a module (registered first: it defines dataclasses)."""
+    if "real_size" not in sys.modules:
+        path = Path(__file__).parents[1] / "benchmarks" / "real_size.py"
+        spec = importlib.util.spec_from_file_location("real_size", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["real_size"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["real_size"]
+
+
+@pytest.mark.parametrize("name", ["sd15-yolov8", "dit-xl2-wrn50", "celebahq-ldm-resnet50"])
+def test_stacked_hypernets_give_each_slot_its_own_chain_for_every_generator_family(name):
+    """Guided text UNet + task ControlNet, DiT (nested context), unconditional UNet (hooks): two slots with
+    different HyperNet weights give each slot the latents its own HyperNet gives alone."""
+    real_size = _real_size()
+    torch.manual_seed(0)
+    backbone = real_size.BACKBONES[name](True, 2, {})
+    generator = backbone.generator
+    hypernets = [generator.make_hypernet() for _ in range(2)]
+    with torch.no_grad():
+        for net in hypernets:
+            for p in net.parameters():
+                p.add_(torch.randn_like(p) * 0.05)  # no longer zero: the residuals differ per slot
+    projector = ControlProjector((3,), generator.latent_shape)
+    stack = StackedAdapters(hypernets[0], projector, 2)
+    for slot, net in enumerate(hypernets):
+        stack.load(slot, {"hypernet": net, "projector": projector})
+    noise = torch.cat([generator.initial_noise(1), generator.initial_noise(2)])
+    control = torch.randn(2, *generator.latent_shape)
+    with torch.no_grad():
+        together = generator.denoise(noise, backbone.origin_class, hypernet=stack.hypernet(), control=control)
+        for slot, net in enumerate(hypernets):
+            alone = generator.denoise(noise[slot:slot + 1], backbone.origin_class, hypernet=net,
+                                      control=control[slot:slot + 1])
+            torch.testing.assert_close(together[slot:slot + 1], alone, rtol=1e-4, atol=1e-4)
+        one = generator.denoise(noise[1:], backbone.origin_class, hypernet=stack.hypernet(torch.tensor([1])),
+                                control=control[1:])
+        torch.testing.assert_close(one, together[1:], rtol=1e-4, atol=1e-4)
+
+
+def test_real_size_runs_reduced_backbones_at_two_batch_sizes():
+    rows = _real_size().main(["--reduced", "--device", "cpu", "--batch-sizes", "1", "4", "--steps", "2"])
+    assert [(r["backbone"], r["batch_size"]) for r in rows] == [
+        (b, s) for b in ("sd15-yolov8", "dit-xl2-wrn50", "celebahq-ldm-resnet50") for s in (1, 4)]
+    assert all(r["s_per_step"] > 0 and r["steps"] == 2 for r in rows)
