@@ -14,6 +14,7 @@ import pytest
 import torch
 from method_runs import records, tiny_fit_args
 from records_regression import differences, stable
+from safetensors.torch import load_file
 from test_baselines_cases import CountingSUT, counting_sut, make_trainer
 from tiny_components import tiny_generator
 
@@ -32,7 +33,8 @@ from hynea_pl.schedules import safe_pct_start
 CLASSES = (0, 4, 1, 2, 3, 5)
 #: the paper's HyNeA, with learning rates high enough that one of the tiny zoo's cases flips within 6 steps
 FAST = ("--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
-        "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01")
+        "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01",
+        "--model.init_args.save_adapters", "true")
 #: the shipped config: steered by the reference (its views, its stop rule) and the stop margin
 SHIPPED = ()
 
@@ -65,6 +67,15 @@ def test_batched_records_are_the_records_of_one_case_at_a_time(variant, tiny_zoo
         image_one = load_image(tmp_path / "b1" / one["result_image"])
         image_many = load_image(tmp_path / "b4" / many["result_image"])
         torch.testing.assert_close(image_many, image_one, atol=1.5 / 255, rtol=0)  # one 8-bit level at most
+        if one["adapter"]:  # a flipped case's saved HyperNet and projector: the weights that made its result
+            for part in ("hypernet", "projector"):
+                weights = [load_file(next((run / one["adapter"] / part).glob("*.safetensors")))
+                           for run in (tmp_path / "b1", tmp_path / "b4")]
+                assert weights[0].keys() == weights[1].keys()
+                for key in weights[0]:
+                    torch.testing.assert_close(weights[1][key], weights[0][key], rtol=1e-3, atol=1e-5)
+    if variant == "fast":
+        assert any(r["adapter"] for r in single.values()), "an adapter was saved and compared"
 
 
 @pytest.mark.slow

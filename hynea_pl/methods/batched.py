@@ -87,6 +87,8 @@ class BatchedHyNeA(L.LightningModule):
         self.stack.load(slot, {"hypernet": case.hypernet, "projector": case.projector})
         if case.hparams.save_adapters:  # the kept weights are the slot's, read from the stack
             case.adapter_weights = lambda slot=slot: self.stack.slot_weights(slot)
+        else:  # the slot's weights live in the stack now: free the case's own copy (a denoiser's encoder half)
+            case.hypernet = case.projector = None
         self.cases[slot], self.case_steps[slot] = case, 0
         if self._trainer is not None and self.trainer.optimizers:
             self.trainer.optimizers[0].reset(slot)
