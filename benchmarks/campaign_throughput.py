@@ -78,7 +78,8 @@ def throughput(options: argparse.Namespace, processes: int, batch_size: int = 1)
         raise SystemExit(f"campaign failed ({processes} processes, B={batch_size}): {log.read_text()[-3000:]}")
     records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     return {"processes": processes, "batch_size": batch_size, "cases": len(records), "wall_s": wall,
-            "cases_per_hour": 3600 * len(records) / wall, "mean_case_s": statistics.mean(r["runtime_s"] for r in records),
+            "cases_per_hour": 3600 * len(records) / wall,
+            "mean_case_s": statistics.mean(r["runtime_s"] for r in records),
             "peak_rss_gib": usage.ru_maxrss / 2**20, "flipped": sum(bool(r["flipped"]) for r in records),
             "valid_failures": sum(r.get("verdict") == "valid_failure" for r in records),
             "errors": sum(bool(r["error"]) for r in records)}

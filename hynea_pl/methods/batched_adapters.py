@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 # torch runs SDPA per slot under vmap (no batching rule for the CPU flash kernel) and says so at every step; it stays
 # the memory-lean kernel, the warning is noise
-warnings.filterwarnings("ignore", message=r"There is a performance drop because we have not yet implemented the batching")
+warnings.filterwarnings("ignore", message=r"There is a performance drop because we have not yet implemented")
 
 #: Which modules of a case a slot holds, in this order.
 ADAPTERS = ("hypernet", "projector")
@@ -67,7 +67,7 @@ class StackedAdapters(nn.Module):
 
     @torch.no_grad()
     def slot_weights(self, slot: int) -> dict[str, dict[str, Tensor]]:
-        """A copy of ``slot``'s weights as the two modules' state dicts (``{"hypernet": {...}, "projector": {...}}``)."""
+        """A copy of ``slot``'s weights as the two modules' state dicts: ``{"hypernet": {...}, "projector": {...}}``."""
         out: dict[str, dict[str, Tensor]] = {}
         for module_name, names in self._names.items():
             state = {name: self.weights[key][slot].detach().clone() for name, key in names}
