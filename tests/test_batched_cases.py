@@ -16,12 +16,14 @@ from method_runs import records, tiny_fit_args
 from records_regression import differences, stable
 from safetensors.torch import load_file
 from test_baselines_cases import CountingSUT, counting_sut, make_trainer
-from tiny_components import tiny_generator
+from tiny_components import tiny_generator, tiny_sut
 
 from baselines.giftbench import GIFTbenchCase
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.hypernets import ControlProjector
+from hynea_pl.methods import HyNeACase
+from hynea_pl.methods.batched import BatchedHyNeA
 from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.cli import main
 from hynea_pl.images import load_image
@@ -194,3 +196,34 @@ def test_real_size_runs_reduced_backbones_at_two_batch_sizes():
     assert [(r["backbone"], r["batch_size"]) for r in rows] == [
         (b, s) for b in ("sd15-yolov8", "dit-xl2-wrn50", "celebahq-ldm-resnet50") for s in (1, 4)]
     assert all(r["s_per_step"] > 0 and r["steps"] == 2 for r in rows)
+
+
+class NaNAtStep2(HyNeACase):
+    """Its loss becomes NaN at its step 2 (only this case of the batch)."""
+
+    def case_step(self, step, latents, images, output, reference_output):
+        output = output * float("nan") if step == 2 else output
+        return super().case_step(step, latents, images, output, reference_output)
+
+
+def test_a_failing_case_leaves_the_batch_alone_and_its_slot_is_refilled():
+    """Three cases in two slots: the second fails at its step 2 (its error, its steps), the third takes its slot;
+    every case runs its steps, and the batch ends with its last case."""
+    generator, sut = tiny_generator(num_inference_steps=1), tiny_sut()
+    planned = [HyNeACase(generator, sut, origin_class=1, seed=1, stop_margin=1e9),
+               NaNAtStep2(generator, sut, origin_class=2, seed=2, stop_margin=1e9),
+               HyNeACase(generator, sut, origin_class=3, seed=3, stop_margin=1e9)]
+    for case in planned:
+        case.setup("fit")
+    queue = iter(planned[1:])
+    ended: list[tuple[int, int, str | None]] = []
+    batch = BatchedHyNeA(planned[0], lambda: next(queue, None),
+                         lambda case, steps, error: ended.append((case.hparams.seed, steps, type(error).__name__
+                                                                  if error else None)),
+                         slots=2, max_steps=4, max_evals=100)
+    make_trainer([], max_steps=-1).fit(batch)
+    assert sorted(ended) == [(1, 4, None), (2, 1, "NonFiniteLossError"), (3, 4, None)]
+    assert [seed for seed, _, _ in ended] == [2, 1, 3]  # the failed case left first, the refilled one last
+    assert planned[1].sut_evals == 2 and planned[0].sut_evals == planned[2].sut_evals == 4
+    assert planned[0].stop_reason == planned[2].stop_reason == "max_steps"
+    assert not batch.active
