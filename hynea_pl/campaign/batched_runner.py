@@ -13,7 +13,7 @@ import lightning as L
 from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.outcome import new_record
 from hynea_pl.campaign.records import RunFolder
-from hynea_pl.campaign.runner import error_text, finish_record
+from hynea_pl.campaign.runner import error_text, finish_record, no_origin_error
 from hynea_pl.campaign.tracking import close_case_loggers
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.schema import CaseRecord
@@ -54,7 +54,7 @@ def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: Run
         for case in planned:
             record, start = new_record(case, campaign.output, campaign.sut.task), time.perf_counter()
             if case.seed is None:
-                record.error = f"no valid origin in {campaign.selection.max_seed_tries} seeds"
+                record.error = no_origin_error(campaign)
                 folder.append(record)
                 done(record)
                 continue

