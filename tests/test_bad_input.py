@@ -44,6 +44,8 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     (["--cases.case_ids", "[c1-1]"], ["cases.case_ids", "'c1-1'", "did you mean 'c1-0'"]),
     (["--trainer.devices", "0"], ["trainer.devices = '0'", "count >= 1"]),
     (["--trainer.devices", "[]"], ["trainer.devices = []", "list of device indices"]),
+    (["--stability.shift", "-1"], ["stability.shift = -1", ">= 0"]),
+    (["--stability.brightness", "[0]"], ["stability.brightness", "> 0"]),
 ])
 def test_out_of_range_values_are_refused_before_any_folder(extra, expected, tiny_zoo, tmp_path, capsys):
     assert main(fit_args(tmp_path, "bad", *extra)) == 2
