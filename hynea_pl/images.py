@@ -71,12 +71,23 @@ def load_run_image(path: Path, expected: tuple[int, ...] | None) -> Tensor:
     return check_run_image(path, load_image(path), expected)
 
 
-def shifted_views(images: Tensor, contrast: float = 0.75) -> Tensor:
-    """Semantics-preserving variants of ``images (B, C, H, W)``: the images, their one-pixel shifts up, down, left
-    and right (zero fill) and a ``contrast``-scaled copy, stacked view-major ``(6 B, C, H, W)`` (differentiable)."""
-    pad = torch.nn.functional.pad(images, (1, 1, 1, 1))
+def shift_image(images: Tensor, dy: int, dx: int, mode: str = "constant") -> Tensor:
+    """``images (B, C, H, W)`` with their content moved ``dy`` rows down and ``dx`` columns right (negative: up,
+    left); the uncovered border is zeros (``mode="constant"``) or repeats the edge (``"replicate"``). The same
+    shape (differentiable)."""
     h, w = images.shape[-2:]
-    shifts = [pad[..., 1 + dy: 1 + dy + h, 1 + dx: 1 + dx + w] for dy, dx in ((-1, 0), (1, 0), (0, -1), (0, 1))]
+    pad = max(abs(dy), abs(dx))
+    if pad == 0:
+        return images
+    padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode=mode)
+    top, left = pad - dy, pad - dx
+    return padded[..., top: top + h, left: left + w]
+
+
+def shifted_views(images: Tensor, contrast: float = 0.75) -> Tensor:
+    """Semantics-preserving variants of ``images (B, C, H, W)``: the images, their one-pixel shifts down, up, right
+    and left (zero fill) and a ``contrast``-scaled copy, stacked view-major ``(6 B, C, H, W)`` (differentiable)."""
+    shifts = [shift_image(images, dy, dx) for dy, dx in ((1, 0), (-1, 0), (0, 1), (0, -1))]
     return torch.cat([images, *shifts, images * contrast])
 
 

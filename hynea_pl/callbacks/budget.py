@@ -9,6 +9,13 @@ import lightning as L
 from hynea_pl.callbacks.stop import fit_stop_reason, note_stop
 
 
+def budget_spent(module: L.LightningModule, max_evals: int) -> bool:
+    """Whether ``module``'s next step could overrun ``max_evals``: the SUT evaluations it spent (``sut_evals``) plus
+    at most what its next step spends (``evals_per_step``). The one budget rule, for a Trainer (the callback below)
+    and for a batched case's slot (:mod:`hynea_pl.methods.batched`)."""
+    return int(module.sut_evals) + int(module.evals_per_step) > max_evals
+
+
 class SUTEvaluationBudget(L.Callback):
     """Counts SUT evaluations (the method's ``sut_evals`` counter) and stops the Trainer at ``max_evals``.
 
@@ -37,7 +44,7 @@ class SUTEvaluationBudget(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if int(pl_module.sut_evals) + self._per_step(pl_module) > self.max_evals:
+        if budget_spent(pl_module, self.max_evals):
             trainer.should_stop = True
             note_stop(pl_module, "budget")
 

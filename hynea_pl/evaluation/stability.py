@@ -20,25 +20,13 @@ import torch
 from torch import Tensor
 from torchvision.transforms.v2 import functional as TF
 
-from hynea_pl.images import as_saved
+from hynea_pl.images import as_saved, shift_image
 from hynea_pl.suts import SUT
 
 __all__ = ["StabilityVariants", "stability_fields"]
 
 #: the directions of the shifts, (dy, dx) in pixels per unit of ``shift``
 _SHIFTS = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
-
-
-def shift_image(images: Tensor, dy: int, dx: int) -> Tensor:
-    """``images (B, C, H, W)`` moved by ``dy`` rows and ``dx`` columns, the uncovered border filled by repeating the
-    edge (on a digit's black canvas: black); the same shape."""
-    h, w = images.shape[-2:]
-    pad = max(abs(dy), abs(dx))
-    if pad == 0:
-        return images
-    padded = torch.nn.functional.pad(images, (pad, pad, pad, pad), mode="replicate")
-    top, left = pad - dy, pad - dx
-    return padded[..., top: top + h, left: left + w]
 
 
 @dataclass
@@ -76,7 +64,8 @@ class StabilityVariants:
         """The variants ``(N, C, H, W)`` of one saved image ``(1, C, H, W)`` in [0, 1], each as saved (8-bit)."""
         views = []
         if self.shift:
-            views += [shift_image(image, dy * self.shift, dx * self.shift) for dy, dx in _SHIFTS.values()]
+            views += [shift_image(image, dy * self.shift, dx * self.shift, mode="replicate")
+                      for dy, dx in _SHIFTS.values()]
         views += [TF.adjust_brightness(image, factor) for factor in self.brightness]
         if not views:
             return image[:0]

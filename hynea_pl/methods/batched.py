@@ -20,6 +20,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from hynea_pl.callbacks.budget import budget_spent
 from hynea_pl.callbacks.stop import note_stop
 from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
@@ -139,6 +140,7 @@ class BatchedHyNeA(L.LightningModule):
     def _lr(self, case: HyNeACase, done: int) -> float:
         hp = case.hparams
         total = hp.total_steps or self.max_steps
+        # the initial lr as OneCycleLR computes it (max_lr / div_factor, HyNeACase's div_factor), bit for bit
         return one_cycle_lr(done, total, hp.lr_max, hp.lr_max / (hp.lr_max / hp.lr_min),
                             safe_pct_start(hp.pct_start, total))
 
@@ -199,7 +201,7 @@ class BatchedHyNeA(L.LightningModule):
         """Whether ``case`` ends after its step ``steps``, noting why (the callbacks' rules, see the class)."""
         if found:
             note_stop(case, "flipped")
-        if int(case.sut_evals) + int(case.evals_per_step) > self.max_evals:
+        if budget_spent(case, self.max_evals):
             note_stop(case, "budget")
         if steps >= self.max_steps:
             note_stop(case, "max_steps")

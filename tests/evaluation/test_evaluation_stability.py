@@ -7,7 +7,8 @@ import torch
 from torch import nn
 
 from hynea_pl.evaluation.rescore import stability_columns
-from hynea_pl.evaluation.stability import StabilityVariants, shift_image, stability_fields
+from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
+from hynea_pl.images import shift_image
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT
 
@@ -50,7 +51,7 @@ def test_variants_are_named_shifted_brightened_and_saved_as_8_bit():
 
 def test_a_shift_repeats_the_edge_and_keeps_the_shape():
     image = torch.arange(16.0).view(1, 1, 4, 4)
-    moved = shift_image(image, 0, 2)
+    moved = shift_image(image, 0, 2, mode="replicate")
     assert moved.shape == image.shape
     assert torch.equal(moved[0, 0, :, 2:], image[0, 0, :, :2])
     assert torch.equal(moved[0, 0, :, 0], image[0, 0, :, 0])  # the uncovered column repeats the edge
