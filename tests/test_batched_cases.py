@@ -227,3 +227,13 @@ def test_a_failing_case_leaves_the_batch_alone_and_its_slot_is_refilled():
     assert planned[1].sut_evals == 2 and planned[0].sut_evals == planned[2].sut_evals == 4
     assert planned[0].stop_reason == planned[2].stop_reason == "max_steps"
     assert not batch.active
+
+
+def test_a_run_resumes_at_another_batch_size(tmp_path):
+    """A case's record does not depend on its batch, so a rerun may change ``cases.batch_size`` (not the method)."""
+    from hynea_pl.campaign.records import CONFIG_FILE, config_differences
+
+    saved = "cases:\n  batch_size: 1\n  seed: 0\nmodel:\n  init_args:\n    lr_max: 0.003\n"
+    (tmp_path / CONFIG_FILE).write_text(saved)
+    assert config_differences(tmp_path, saved.replace("batch_size: 1", "batch_size: 16")) == []
+    assert config_differences(tmp_path, saved.replace("0.003", "0.01")) == ["model.init_args.lr_max"]

@@ -114,7 +114,6 @@ class RunFolder:
             staging.write_text(text)
             os.replace(staging, path)
 
-
     def save_case_images(self, case_id: str, origin: torch.Tensor, result: torch.Tensor) -> dict[str, str]:
         """Save origin, result and difference PNGs of images ``(C, H, W)``; returns paths relative to the run."""
         paths = {}
@@ -146,10 +145,12 @@ class RunFolder:
 
 
 #: Config keys a rerun into an existing run folder may change: where it goes, how it is logged, on which devices
-#: and how many processes it runs (a case's result does not depend on its shard), and which cases it selects (a
-#: case's origin depends only on its class, index and the base seed).
+#: and how many processes it runs (a case's result does not depend on its shard), how many cases adapt together (nor
+#: on its batch: tests/test_batched_cases.py), and which cases it selects (a case's origin depends only on its
+#: class, index and the base seed).
 RESUMABLE_KEYS = ("output", "trainer.logger", "trainer.enable_progress_bar", "trainer.accelerator", "trainer.devices",
-                  "trainer.num_nodes", "trainer.strategy", "cases.classes", "cases.n_per_class", "cases.case_ids")
+                  "trainer.num_nodes", "trainer.strategy", "cases.classes", "cases.n_per_class", "cases.case_ids",
+                  "cases.batch_size")
 
 
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:
