@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-fast zoo docs clean-runs
+.PHONY: install demo demo-real test test-fast zoo docs clean-runs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ install: $(STAMP)
 
 demo: install
 	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml
+
+# HyNeA from 30 held-out real digits instead of generated origins (docs/guide.md#starting-from-your-own-images)
+demo-real: install
+	$(BIN)/python -m hynea_pl fit --config configs/mnist_real.yaml
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -27,11 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VERDICTS, Verdict
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
 #: ``origin_boxes`` / ``result_boxes``; version 3 no per-judge labels, realism or saved-image fields, and its
-#: ``flipped`` was the SUT's decision on the unsaved float image; version 4 no stability fields).
-READABLE_VERSIONS = (2, 3, 4, 5)
+#: ``flipped`` was the SUT's decision on the unsaved float image; version 4 no stability fields; version 5 no
+#: real-image origin fields).
+READABLE_VERSIONS = (2, 3, 4, 5, 6)
 
 Task = Literal["multiclass", "binary", "detection"]
 
@@ -44,7 +45,8 @@ SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_ra
                 *RATE_KEYS.values(), STABLE_FLIP_RATE, STABLE_FAILURE_RATE, "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
                 "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all", "sut_evals_per_valid_failure",
                 "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
-                "median_ms_ssim_valid_failures", "realism_pass_origins", "realism_pass_results", "skipped_seeds")
+                "median_ms_ssim_valid_failures", "median_ms_ssim_to_real", "realism_pass_origins", "realism_pass_results",
+                "skipped_seeds", "skipped_files")
 #: ``summary.json`` keys of older runs -> their current names (each cost key now says which cases it averages).
 LEGACY_KEYS = {"median_sut_evals": "median_sut_evals_flipped", "mean_sut_evals": "mean_sut_evals_flipped"}
 
@@ -58,7 +60,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[5] = SCHEMA_VERSION
+    schema_version: Literal[6] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -113,6 +115,16 @@ class CaseRecord(BaseModel):
     result_image: str | None = None
     diff_image: str | None = None
     adapter: str | None = Field(None, description="saved HyperNet + projector folder (replay), relative")
+    # --- an origin from a real image (cases.images; all null for an origin sampled from its seed) ------------
+    origin_source: str | None = Field(
+        None, description="the real image the origin reconstructs: its path in cases.images, or held_out/<index>")
+    real_image: str | None = Field(None, description="that real image as the SUT and generator read it (PNG)")
+    origin_noise: str | None = Field(
+        None, description="the inversion's initial noise (safetensors, relative): what replay starts from")
+    inversion_error: float | None = Field(
+        None, description="RMS error of the origin's latent to the real image's latent, relative to its RMS")
+    inversion_ms_ssim: float | None = Field(None, description="MS-SSIM(origin, real image): the inversion's fidelity")
+    real_ms_ssim: float | None = Field(None, description="MS-SSIM(result, real image)")
     # --- method-specific and failures ----------------------------------------------------------------------
     diagnostics: dict[str, Any] = Field(default_factory=dict, description="method-specific numbers")
     error: str | None = Field(None, description="why the case failed (build, NaN, OOM, ...); null: it ran")

@@ -168,3 +168,11 @@ def test_missing_root_empty_folder_and_arguments(tmp_path: Path) -> None:
         read_image_folder(tmp_path, size=(32, 32), channels=2)
     with pytest.raises(ValueError, match="size"):
         read_image_folder(tmp_path, size=(32, 0), channels=1)
+
+
+def test_max_per_label_reads_only_the_first_files_of_each_label(tmp_path: Path) -> None:
+    _class_folders(tmp_path)
+    (tmp_path / "0" / "img_009.png").write_bytes(b"not a png")  # past the limit: never opened, never counted
+    data = read_image_folder(tmp_path, size=(32, 32), channels=1, max_per_label=2)
+    assert data.sources == ["0/img_000.png", "0/img_001.png", "2/img_000.png", "2/img_001.png", "10/img_000.png"]
+    assert not data.skipped

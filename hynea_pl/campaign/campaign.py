@@ -174,8 +174,8 @@ class Campaign:
         """The case's fresh module around the shared components, its origin handed over when the campaign sampled
         it."""
         model = self.factory.build(case.origin_class, case.seed)
-        if case.origin is not None:
-            model.provide_origin(case.origin)
+        if case.origin is not None or case.noise is not None:
+            model.provide_origin(case.origin, case.noise)
         return model
 
     def trainer_kwargs(self, case: TestCase, run_name: str | None = None) -> dict[str, Any]:

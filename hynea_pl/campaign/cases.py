@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from rich.console import Console
@@ -16,6 +16,7 @@ from hynea_pl.suts import SUT
 if TYPE_CHECKING:
     from hynea_pl.campaign.distributed import Shard
     from hynea_pl.campaign.factory import Components
+    from hynea_pl.data import LabelledImages
 
 #: Seeds of class ``c`` start at ``seed + c * CLASS_SEED_STRIDE``, so classes never share an initial noise.
 CLASS_SEED_STRIDE = 100_000
@@ -38,6 +39,13 @@ class CaseSelection:
         batch_size: cases adapting together in one module and one Trainer (:mod:`hynea_pl.methods.batched`); a
             case that ends leaves the batch and the next planned one takes its slot. 1: one Trainer per case.
             Only methods that can batch (HyNeA) take more than 1; the campaign refuses the others.
+        images: start every case from a real image instead of a seed: a folder of labelled images (sub-folder
+            names are the labels, or ``labels_csv``) or ``zoo://<profile>/held_out[?start=N]`` (the zoo's held-out
+            real digits). Each image is inverted to the generator's noise (:mod:`hynea_pl.campaign.image_cases`);
+            ``max_seed_tries`` then bounds the images tried per case. ``None``: origins from seeds.
+        labels_csv: with a folder: a CSV of ``file,label`` rows instead of sub-folder labels.
+        inversion: the :class:`~hynea_pl.generators.inversion.DDIMInversion` settings (``fixed_point_iterations``,
+            ``refine_steps``, ``refine_lr``).
     """
 
     classes: list[int | None] = field(default_factory=lambda: list(range(10)))
@@ -47,16 +55,34 @@ class CaseSelection:
     case_ids: list[str] = field(default_factory=list)
     validate_origins: bool = True
     batch_size: int = 1
+    images: str | None = None
+    labels_csv: str | None = None
+    inversion: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError(f"cases.batch_size must be >= 1, got {self.batch_size}")
+        if self.labels_csv is not None and self.images is None:
+            raise ValueError("cases.labels_csv goes with cases.images (the folder it labels)")
+        from hynea_pl.generators.inversion import DDIMInversion
+
+        self.inversion = dict(self.inversion or {})
+        try:
+            DDIMInversion(**self.inversion)
+        except TypeError:
+            known = "fixed_point_iterations, refine_steps, refine_lr"
+            raise ValueError(f"cases.inversion takes {known}; got {sorted(self.inversion)}") from None
 
 
 @dataclass(frozen=True)
 class TestCase:
     """One origin: its class, the seed of its initial noise, how many seeds were skipped to find it, and the origin
-    image ``(1, C, H, W)`` on CPU when validating it sampled it (every method then starts from exactly that image)."""
+    image ``(1, C, H, W)`` on CPU when validating it sampled it (every method then starts from exactly that image).
+
+    A case from a real image (``cases.images``) also carries the inversion's ``noise`` (then the seed only seeds
+    the case's own randomness), the ``real`` image ``(1, C, H, W)``, its ``source`` (a path in the folder, or
+    ``held_out/<index>``) and the inversion's quality (``latent_error``, ``ms_ssim`` of the origin to the real
+    image, ``seconds``)."""
 
     __test__ = False  # not a pytest test class
 
@@ -65,6 +91,10 @@ class TestCase:
     seed: int | None
     skipped_seeds: int
     origin: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    noise: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    real: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    source: str | None = None
+    inversion: dict[str, float] | None = field(default=None, compare=False)
 
 
 def case_id(origin_class: int | None, index: int) -> str:
@@ -79,13 +109,22 @@ def n_selected(selection: CaseSelection) -> int:
 
 
 @torch.no_grad()
-def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT) -> Iterator[TestCase]:
+def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT,
+               images: LabelledImages | None = None) -> Iterator[TestCase]:
     """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
 
     Each origin is sampled once: the image that passed validation travels with its case. Seeds rejected for one
     case are never reused by the next. A case whose ``max_seed_tries`` seeds are all invalid is yielded with
-    ``seed=None``.
+    ``seed=None``. With ``cases.images``, the cases come from ``images`` (read by
+    :func:`hynea_pl.campaign.image_cases.read_case_images` when not given) through
+    :func:`hynea_pl.campaign.image_cases.iter_image_cases`.
     """
+    if selection.images is not None:
+        from hynea_pl.campaign.image_cases import iter_image_cases, read_case_images
+
+        yield from iter_image_cases(selection, generator, sut,
+                                    images if images is not None else read_case_images(selection, generator))
+        return
     wanted = set(selection.case_ids)
     for origin_class in selection.classes:
         next_seed = selection.seed + (origin_class or 0) * CLASS_SEED_STRIDE
@@ -107,23 +146,23 @@ def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT) -> Iter
 
 
 def select_cases(selection: CaseSelection, generator: Generator, sut: SUT,
-                 console: Console | None = None) -> list[TestCase]:
-    """Every selected case, with progress while the origins are sampled and validated."""
+                 console: Console | None = None, images: LabelledImages | None = None) -> list[TestCase]:
+    """Every selected case, with progress while the origins are sampled (or inverted) and validated."""
     cases = []
     with StepProgress("origins", n_selected(selection), unit="origin", console=console) as progress:
-        for case in iter_cases(selection, generator, sut):
+        for case in iter_cases(selection, generator, sut, images):
             cases.append(case)
             progress.update()
     return cases
 
 
 def select_shared_cases(selection: CaseSelection, components: Components, shard: Shard,
-                        console: Console | None = None) -> list[TestCase]:
+                        console: Console | None = None, images: LabelledImages | None = None) -> list[TestCase]:
     """Every selected case, the same on every rank: each rank samples and validates the origins of its share of
     the classes (a class's seeds never depend on another class), then all ranks exchange them."""
     classes = list(selection.classes)
     mine = select_cases(replace(selection, classes=shard.take(classes)), components.generator, components.sut,
-                        console=console)
+                        console=console, images=images)
     if shard.world_size == 1:
         return mine
     per_rank = shard.gather(mine)

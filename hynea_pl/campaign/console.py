@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from hynea_pl.campaign.summary import summary_table
+from hynea_pl.data import LabelledImages
 from hynea_pl.schema import CaseRecord
 from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, VALID_FAILURE
 
@@ -19,9 +20,19 @@ def resuming(path: Path, n_done: int, n_failed: int = 0) -> None:
     console.print(f"resuming {path}: {n_done} case(s) already recorded are kept{retried}", soft_wrap=True)
 
 
+def images_read(source: str, images: LabelledImages) -> None:
+    """One line: what ``cases.images`` gave (images read, files skipped and converted, by reason)."""
+    def counts(what: dict[str, int]) -> str:
+        return ", ".join(f"{n} {reason}" for reason, n in sorted(what.items())) or "none"
+
+    console.print(f"test images from {escape(source)}: {len(images.labels)} read; skipped: {counts(images.skipped)}; "
+                  f"converted: {counts(images.converted)}", soft_wrap=True)
+
+
 def describe(index: int, total: int, record: CaseRecord) -> str:
     """A case's line (rich markup): its outcome, the judges' readings, its cost."""
-    head = f"[{index}/{total}] {record.case_id} seed {record.seed}"
+    origin = f"from {record.origin_source}" if record.origin_source else f"seed {record.seed}"
+    head = f"[{index}/{total}] {record.case_id} {origin}"
     if record.error:
         return f"{head}: [red]error[/] {record.error}"
     if record.flipped:

@@ -13,7 +13,7 @@ from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
-from hynea_pl.images import as_saved
+from hynea_pl.images import as_saved, load_image
 from hynea_pl.methods.base import CaseOutcome
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional import task as FT
@@ -23,10 +23,18 @@ from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
 
 
-def new_record(case: TestCase, output: RunOutput, task: str) -> CaseRecord:
-    """A case's record before it runs: who, which case, which origin."""
-    return CaseRecord(method=output.method, run=output.name, task=task, case_id=case.case_id, seed=case.seed,
-                      origin_class=case.origin_class, skipped_seeds=case.skipped_seeds)
+def new_record(case: TestCase, output: RunOutput, task: str, folder: RunFolder | None = None) -> CaseRecord:
+    """A case's record before it runs: who, which case, which origin. A case from a real image also gets its
+    source and inversion quality, and (with ``folder``) its real image and inversion noise saved."""
+    record = CaseRecord(method=output.method, run=output.name, task=task, case_id=case.case_id, seed=case.seed,
+                        origin_class=case.origin_class, skipped_seeds=case.skipped_seeds, origin_source=case.source)
+    if case.inversion is not None:
+        record.inversion_error = case.inversion["latent_error"]
+        record.inversion_ms_ssim = case.inversion["ms_ssim"]
+    if folder is not None and case.real is not None and case.noise is not None:
+        for key, path in folder.save_real_origin(case.case_id, case.real[0], case.noise).items():
+            setattr(record, key, path)
+    return record
 
 
 def _pred(output: torch.Tensor) -> list:
@@ -71,6 +79,9 @@ def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: Run
     for key, value in sut.decision_fields(origin_output, output, target, outcome.origin_image, saved, FT).items():
         setattr(record, key, value)
     record.ms_ssim = float(ms_ssim(image, origin))
+    if record.real_image is not None:  # the real image this origin reconstructs, as saved (a grey PNG has 3 equal
+        real = load_image(folder.path / record.real_image)[: image.shape[1]]  # channels: keep the image's)
+        record.real_ms_ssim = float(ms_ssim(image, real[None]))
     record.distance = float(frobenius_distance(origin, image))
     for key, path in folder.save_case_images(record.case_id, origin[0], image[0]).items():
         setattr(record, key, path)

@@ -14,6 +14,9 @@ from hynea_pl.campaign.summary import summarize_records
 from hynea_pl.jsonl import drop_torn_tail
 from hynea_pl.schema import CaseRecord, read_records
 
+#: What a campaign from real images read (``cases.images``): counts of files read, skipped and converted.
+TEST_IMAGES_FILE = "test_images.json"
+
 CONFIG_FILE = "config.yaml"
 
 
@@ -123,6 +126,17 @@ class RunFolder:
             paths[f"{kind}_image"] = relative
         return paths
 
+    def save_real_origin(self, case_id: str, real: torch.Tensor, noise: torch.Tensor) -> dict[str, str]:
+        """Save a real-image case's real image ``(C, H, W)`` (PNG) and its inversion's noise (safetensors, what
+        replay starts from); returns the record's ``real_image`` and ``origin_noise`` paths."""
+        from safetensors.torch import save_file
+
+        paths = {"real_image": f"cases/{case_id}_real.png", "origin_noise": f"cases/{case_id}_noise.safetensors"}
+        (self.path / "cases").mkdir(parents=True, exist_ok=True)
+        save_image(real, self.path / paths["real_image"])
+        save_file({"noise": noise.detach().float().cpu().contiguous()}, str(self.path / paths["origin_noise"]))
+        return paths
+
     def adapter_dir(self, case_id: str) -> tuple[Path, str]:
         """Where a case's adapter goes: ``(absolute path, path relative to the run)``."""
         relative = f"cases/{case_id}_adapter"
@@ -137,9 +151,17 @@ class RunFolder:
             stream.flush()
             os.fsync(stream.fileno())
 
+    def write_test_images(self, source: str, read: int, skipped: dict[str, int], converted: dict[str, int]) -> None:
+        """Write ``test_images.json``: how many files of ``cases.images`` were read, skipped and converted."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / TEST_IMAGES_FILE).write_text(json.dumps(
+            {"source": source, "read": read, "skipped": dict(skipped), "converted": dict(converted)}, indent=2))
+
     def finish(self) -> dict:
-        """Write ``summary.json`` from the records; return the summary."""
+        """Write ``summary.json`` from the records (and ``test_images.json``'s skipped files); return the summary."""
         summary = summarize_records(self.records())
+        if (self.path / TEST_IMAGES_FILE).is_file():
+            summary["skipped_files"] = sum(json.loads((self.path / TEST_IMAGES_FILE).read_text())["skipped"].values())
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
 

@@ -76,7 +76,12 @@ def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> Repla
     """Build the case's module of ``record`` in ``campaign``, load its saved adapter from ``run_dir``, regenerate
     its result and compare it with the stored PNG."""
     run_dir = Path(run_dir)
-    case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds)
+    noise = None
+    if record.origin_noise is not None:  # an origin inverted from a real image: its saved noise, not the seed's
+        from safetensors.torch import load_file
+
+        noise = load_file(str(run_dir / record.origin_noise))["noise"]
+    case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds, noise=noise)
     model = campaign.build_module(case)
     model.setup("fit")
     model.load_adapter(run_dir / record.adapter)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecord:
     """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded."""
-    record = new_record(case, campaign.output, campaign.sut.task)
+    record = new_record(case, campaign.output, campaign.sut.task, folder)
     if case.seed is None:
         record.error = no_origin_error(campaign)
         folder.append(record)
@@ -108,7 +108,15 @@ def run_campaign(campaign: Campaign) -> dict:
     shard, output = campaign.shard, campaign.output
     check_resumable(campaign)
     folder = RunFolder(output.root, output.name, rank=shard.rank if shard.world_size > 1 else None)
-    cases = select_shared_cases(campaign.selection, campaign.components, shard, console.console)
+    images = None
+    if campaign.selection.images is not None:
+        from hynea_pl.campaign.image_cases import read_case_images
+
+        images = read_case_images(campaign.selection, campaign.generator)
+        console.images_read(campaign.selection.images, images)
+        if shard.is_main:
+            folder.write_test_images(campaign.selection.images, len(images.labels), images.skipped, images.converted)
+    cases = select_shared_cases(campaign.selection, campaign.components, shard, console.console, images)
     order = [case.case_id for case in cases]
     if shard.is_main:
         if campaign.config_text is not None:

@@ -23,11 +23,14 @@ def summarize_records(records: Sequence[CaseRecord]) -> dict:
     ``median_sut_evals_flipped`` / ``mean_sut_evals_flipped`` (over flipped cases), ``median_sut_evals_all`` /
     ``mean_sut_evals_all`` (over all cases, errors included), ``sut_evals_per_valid_failure`` (the evaluations of
     all cases / valid failures), ``ended_before_budget_rate`` (cases that stopped by their own rule or the step
-    limit, before the budget), ``mean_runtime_s`` (all cases), ``median_ms_ssim`` and ``skipped_seeds`` (invalid
-    origins drawn, paper 4.5)."""
+    limit, before the budget), ``mean_runtime_s`` (all cases), ``median_ms_ssim``, ``median_ms_ssim_to_real`` (cases
+    from real images: MS-SSIM of the result to the real image, over the cases that ran), ``skipped_seeds`` (invalid
+    origins drawn, paper 4.5; images passed over, for cases from real images) and ``skipped_files`` (files of
+    ``cases.images`` that could not be read, filled in by :meth:`RunFolder.finish`)."""
     row = to_record_value(records_row(list(records)))
     summary = {key: row.get(key) for key in SUMMARY_KEYS if key != "skipped_seeds"}
     summary["skipped_seeds"] = sum(r.skipped_seeds for r in records)
+    summary["skipped_files"] = None  # the run folder's test_images.json has them (RunFolder.finish)
     return summary
 
 

@@ -186,14 +186,15 @@ def _to_tensor(image: Image.Image, channels: int) -> torch.Tensor:
 
 def read_image_folder(root: str | Path, size: tuple[int, int], channels: int,
                       class_names: Sequence[str] | None = None, num_classes: int | None = None,
-                      labels_csv: str | Path | None = None) -> LabelledImages:
+                      labels_csv: str | Path | None = None, max_per_label: int | None = None) -> LabelledImages:
     """Read the labelled images of ``root`` as ``(N, channels, H, W)`` float32 in ``[0, 1]``, ``size = (H, W)``.
 
     Labels come from ``labels_csv`` (relative to ``root`` or absolute; columns ``file,label``) when given, else from
     the sub-folder names of ``root``. A label is a class index, or one of ``class_names`` (mapped to its index); with
     ``num_classes`` (or ``class_names``) an index must be below it. Unreadable files are skipped with a warning
     (``skipped["unreadable"]``), CSV rows naming no file too (``skipped["missing"]``), images directly in ``root``
-    in folder mode too (``skipped["unlabelled"]``). Raises ``FileNotFoundError`` for a missing ``root`` or CSV and
+    in folder mode too (``skipped["unlabelled"]``). ``max_per_label``: read only the first this many files of each
+    label (a campaign uses a few images per class; a large test set is not loaded whole). Raises ``FileNotFoundError`` for a missing ``root`` or CSV and
     ``ValueError`` for an unknown label or when no image could be read; every message is one line.
     """
     if len(size) != 2 or any(isinstance(s, bool) or int(s) != s or s < 1 for s in size):
@@ -211,6 +212,15 @@ def read_image_folder(root: str | Path, size: tuple[int, int], channels: int,
         entries = _csv_entries(root, root / labels_csv, labels, skipped)
     else:
         entries = _folder_entries(root, labels, skipped)
+
+    if max_per_label is not None:
+        per_label: Counter[tuple[int, ...]] = Counter()
+        kept = []
+        for entry in entries:
+            per_label[entry[2]] += 1
+            if per_label[entry[2]] <= max_per_label:
+                kept.append(entry)
+        entries = kept
 
     images: list[torch.Tensor] = []
     kept_labels: list[tuple[int, ...]] = []

@@ -207,6 +207,8 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "total_runtime_s": runtime["total"],
     })
     row.update(_ms_ssim_columns(_finite([r.ms_ssim for r in ok]), "records"))
+    to_real = _finite([r.real_ms_ssim for r in ok if r.real_ms_ssim is not None])
+    row["median_ms_ssim_to_real"] = summarize(to_real)["median"] if to_real else None
     row.update(validity_columns(cases))
     row.update(stability_columns(cases))
     return row

@@ -88,6 +88,7 @@ class TestCaseModule(L.LightningModule):
         self.result = CaseResult()
         self.stop_reason: str | None = None  # why the case ended, noted by the callbacks (hynea_pl.callbacks.stop)
         self._given_origin: torch.Tensor | None = None
+        self._given_noise: torch.Tensor | None = None
 
     # --- what the campaign asks of every method ------------------------------------------------------------
     generator: Generator
@@ -122,9 +123,12 @@ class TestCaseModule(L.LightningModule):
         """Whether ``setup`` built the origin (a case that failed before has no origin fields)."""
         return getattr(self, "origin_output", None) is not None
 
-    def provide_origin(self, image: torch.Tensor) -> None:
-        """Use an origin image ``(1, C, H, W)`` already sampled by the campaign (so each origin is sampled once)."""
+    def provide_origin(self, image: torch.Tensor | None, noise: torch.Tensor | None = None) -> None:
+        """Use an origin image ``(1, C, H, W)`` already sampled by the campaign (so each origin is sampled once)
+        and, for an origin inverted from a real image, its initial noise ``(1, *latent_shape)`` instead of the
+        seed's."""
         self._given_origin = image
+        self._given_noise = noise
 
     def record_diagnostics(self) -> dict[str, Any]:
         """Method-specific numbers for the record's ``diagnostics``."""

@@ -11,7 +11,7 @@ from hynea_pl.methods.base import TestCaseModule
 def register_origin(module: TestCaseModule, seed: int, origin_class: int | None, target: int | None) -> None:
     """Move ``module.generator`` and ``module.sut`` to the module's device and register the case's buffers:
 
-    - ``noise (1, C, h, w)`` from ``seed``;
+    - ``noise (1, C, h, w)`` from ``seed``, or the one the campaign gave (an origin inverted from a real image);
     - ``origin_image (1, C, H, W)``: the image the campaign sampled when it validated the origin
       (:meth:`TestCaseModule.provide_origin`), else sampled here for ``origin_class``;
     - ``origin_output``: the SUT on it (not counted as an evaluation, for every method alike);
@@ -22,7 +22,9 @@ def register_origin(module: TestCaseModule, seed: int, origin_class: int | None,
     device = module.trainer.strategy.root_device if module._trainer is not None else generator.device
     generator.to(device)
     sut.to(device)
-    module.register_buffer("noise", generator.initial_noise(seed), persistent=False)
+    given_noise = module._given_noise
+    noise = given_noise.to(device) if given_noise is not None else generator.initial_noise(seed)
+    module.register_buffer("noise", noise, persistent=False)
     given = module._given_origin
     origin = given.to(device) if given is not None else generator.sample(module.noise, origin_class)
     module.register_buffer("origin_image", origin, persistent=False)

@@ -10,7 +10,7 @@ from hynea_pl.zoo.mnist.data import load_digits
 from hynea_pl.zoo.mnist.profiles import get_profile
 from hynea_pl.zoo.mnist.zoo import load_zoo
 
-__all__ = ["ZooTypicality", "held_out_digits", "zoo_realism_features"]
+__all__ = ["ZooTypicality", "held_out_digits", "held_out_labels", "zoo_realism_features"]
 
 
 def zoo_realism_features(profile: str = "full") -> nn.Module:
@@ -27,6 +27,12 @@ def held_out_digits(profile: str = "full") -> Tensor:
     return load_digits(data.n_test, data.split_seed, data.n_train).test_images
 
 
+def held_out_labels(profile: str = "full") -> Tensor:
+    """The classes ``(n_test,)`` of :func:`held_out_digits`."""
+    data = get_profile(profile).data
+    return load_digits(data.n_test, data.split_seed, data.n_train).test_labels
+
+
 class ZooTypicality(TypicalityTest):
     """The realism verdict's test on the zoo: the held-out real digits (never trained on) as the reference, in
     pixel space and in the zoo embedder's space (a model no method uses), calibrated so that ``quantile`` of
@@ -37,10 +43,19 @@ class ZooTypicality(TypicalityTest):
         profile: zoo profile (built on first use).
         k: the k of the k-NN radius (1: the distance to the nearest real digit).
         quantile: fraction of held-out real digits that pass.
+        reference_size: use only the first this many held-out digits as the reference (``None``: all). A campaign
+            that starts from held-out digits (``cases.images: zoo://full/held_out?start=N``) sets it to ``N``, so
+            that no origin is itself a reference digit its results would sit next to.
     """
 
-    def __init__(self, profile: str = "full", k: int = 1, quantile: float = 0.95) -> None:
-        super().__init__(held_out_digits(profile), zoo_realism_features(profile), k=k, quantile=quantile)
+    def __init__(self, profile: str = "full", k: int = 1, quantile: float = 0.95,
+                 reference_size: int | None = None) -> None:
+        reference = held_out_digits(profile)
+        if reference_size is not None:
+            if not 2 <= reference_size <= len(reference):
+                raise ValueError(f"reference_size must be in 2..{len(reference)}, got {reference_size}")
+            reference = reference[:reference_size]
+        super().__init__(reference, zoo_realism_features(profile), k=k, quantile=quantile)
         self.profile = profile
 
     def real_check_pass_rate(self) -> float:
