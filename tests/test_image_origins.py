@@ -136,6 +136,16 @@ def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny
     assert flipped, "a case flipped and saved its adapter"
     # replay starts from the saved noise, not the seed's, and gives the stored result back
     assert main(["replay", str(run), flipped[0].case_id]) == 0
+    # batched, the same cases start from the same noise and end the same way
+    assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", "--model.init_args.save_adapters",
+                              "true", "--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
+                              "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1",
+                              "--cases.batch_size", "2", "--output.name", "batched")) == 0
+    single, batched = ({r["case_id"]: r for r in records(tmp_path / name)} for name in ("mnist_real_hynea", "batched"))
+    assert sorted(single) == sorted(batched)
+    for cid, one in single.items():
+        for key in ("origin_source", "flipped", "result_step", "sut_evals", "inversion_error"):
+            assert batched[cid][key] == one[key], (cid, key)
 
 
 def _write(path: Path, array: np.ndarray, mode: str | None = None) -> None:
@@ -181,3 +191,41 @@ def test_a_folder_with_bad_files_runs_and_counts_them(tiny_zoo, tmp_path, capsys
     assert "unknown label 'cat'" in err and "Traceback" not in err
     assert not (tmp_path / "with_cat" / "records.jsonl").exists()  # refused before any case ran
     assert len(records(run)) == 2  # the earlier run is untouched
+
+
+class _InkReader(torch.nn.Module):
+    """Reads class 1 when an image has ink (mean above 0.05), else class 0."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        ink = (images.flatten(1).mean(1) > 0.05).float()
+        return torch.stack([1 - ink, ink], 1) * 10
+
+
+def test_images_the_sut_misreads_are_passed_over_and_counted():
+    """An image the SUT does not read as its class is not an origin (paper 4.5): the next image of the class is
+    tried, counted in ``skipped_seeds``; a case whose images all fail has no origin."""
+    from hynea_pl.campaign.cases import iter_cases
+    from hynea_pl.data import LabelledImages
+    from hynea_pl.suts import ClassifierSUT
+
+    generator = tiny_generator(num_inference_steps=2, guidance_scale=1.0)
+    sut = ClassifierSUT(_InkReader())
+    blank, inked = torch.zeros(1, 1, 32, 32), torch.zeros(1, 1, 32, 32)
+    inked[..., 8:24, 14:18] = 1.0
+    images = LabelledImages(images=torch.cat([blank, blank, inked, blank]), labels=[(1,), (1,), (1,), (0,)],
+                            sources=["1/a.png", "1/b.png", "1/c.png", "0/d.png"], skipped={}, converted={})
+    sut_real = sut(images.images).argmax(1).tolist()
+    assert sut_real == [0, 0, 1, 0]
+    selection = CaseSelection(classes=[1], n_per_class=2, images="unused", max_seed_tries=3)
+    first, second = iter_cases(selection, generator, sut, images)
+    # the random generator's reconstructions are grey all over (mean ~0.5): the reader sees ink in them
+    assert first.source == "1/c.png" and first.skipped_seeds == 2 and first.seed is not None
+    assert first.noise is not None and torch.equal(first.real, inked)
+    assert second.seed is None and second.source is None  # no image of class 1 left
+
+
+def test_a_missing_image_folder_is_one_line_before_any_run_folder(tiny_zoo, tmp_path, capsys):
+    assert main(real_fit_args(tmp_path, str(tmp_path / "no_such_folder"), "--output.name", "missing")) == 2
+    err = capsys.readouterr().err
+    assert "cases.images" in err and "no such folder" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "missing").exists()

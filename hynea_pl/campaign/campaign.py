@@ -134,12 +134,17 @@ class Campaign:
     def validate(self) -> None:
         """Refuse a campaign that cannot run as configured; called before any case runs or any run folder is
         created (by :meth:`from_config`, else by ``run_campaign``). The method must implement the SUT's task, the
-        classes must be within the generator's and SUT's classes (:func:`check_classes`), and the oracle must be
-        independent of the model that steers the search (:func:`check_judge_independent`)."""
+        classes must be within the generator's and SUT's classes (:func:`check_classes`), the oracle must be
+        independent of the model that steers the search (:func:`check_judge_independent`), and real-image origins
+        need an invertible generator and an image folder that exists."""
         self.factory.model_class.check_task(self.sut.task, self.method)
         check_batching(self.selection, self.factory.model_class, self.method, self.callbacks)
         check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
+        if self.selection.images is not None:  # origins from real images: an invertible generator, a folder there
+            from hynea_pl.campaign.image_cases import check_image_source
+
+            check_image_source(self.selection, self.generator)
         self.validated = True
 
     # ------------------------------------------------------------------ what the cases share

@@ -107,15 +107,15 @@ def run_campaign(campaign: Campaign) -> dict:
         campaign.validate()
     shard, output = campaign.shard, campaign.output
     check_resumable(campaign)
-    folder = RunFolder(output.root, output.name, rank=shard.rank if shard.world_size > 1 else None)
     images = None
-    if campaign.selection.images is not None:
+    if campaign.selection.images is not None:  # read (a bad folder is one line) before the run folder exists
         from hynea_pl.campaign.image_cases import read_case_images
 
         images = read_case_images(campaign.selection, campaign.generator)
         console.images_read(campaign.selection.images, images)
-        if shard.is_main:
-            folder.write_test_images(campaign.selection.images, len(images.labels), images.skipped, images.converted)
+    folder = RunFolder(output.root, output.name, rank=shard.rank if shard.world_size > 1 else None)
+    if images is not None and shard.is_main:
+        folder.write_test_images(campaign.selection.images, len(images.labels), images.skipped, images.converted)
     cases = select_shared_cases(campaign.selection, campaign.components, shard, console.console, images)
     order = [case.case_id for case in cases]
     if shard.is_main:
