@@ -132,6 +132,12 @@ def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny
         assert (run / record.origin_noise).is_file()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["skipped_files"] == 0 and summary["median_ms_ssim_to_real"] is not None
+    from hynea_pl.report.grid import case_grid  # the grid shows the real image above origin / result / difference
+
+    cases = read_records(run / "records.jsonl")
+    with_real = case_grid(run, cases)
+    without = case_grid(run, [r.model_copy(update={"real_image": None}) for r in cases])
+    assert with_real.height > without.height and with_real.width >= without.width
     flipped = [r for r in read_records(run / "records.jsonl") if r.adapter]
     assert flipped, "a case flipped and saved its adapter"
     # replay starts from the saved noise, not the seed's, and gives the stored result back

@@ -28,9 +28,8 @@ def summarize_records(records: Sequence[CaseRecord]) -> dict:
     origins drawn, paper 4.5; images passed over, for cases from real images) and ``skipped_files`` (files of
     ``cases.images`` that could not be read, filled in by :meth:`RunFolder.finish`)."""
     row = to_record_value(records_row(list(records)))
-    summary = {key: row.get(key) for key in SUMMARY_KEYS if key != "skipped_seeds"}
+    summary = {key: row.get(key) for key in SUMMARY_KEYS}  # skipped_files: RunFolder.finish, from test_images.json
     summary["skipped_seeds"] = sum(r.skipped_seeds for r in records)
-    summary["skipped_files"] = None  # the run folder's test_images.json has them (RunFolder.finish)
     return summary
 
 

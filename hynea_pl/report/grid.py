@@ -33,6 +33,8 @@ VERDICT_STYLE: dict[str | None, tuple[str, RGB]] = {
 }
 ERROR_STYLE: tuple[str, RGB] = ("error", (140, 0, 160))
 ROWS = (("origin", "origin_image"), ("result", "result_image"), ("difference", "diff_image"))
+#: the row above them when cases start from real images (``cases.images``): the real image the origin reconstructs
+REAL_ROW = ("real image", "real_image")
 PAD = 4
 DEFAULT_COLUMNS = 10
 #: boxes drawn on detection tiles: confidence above this (paper Fig. 6)
@@ -89,10 +91,16 @@ def _tile(run_dir: Path, relative: str | None, min_size: int, boxes: Sequence[Se
     return draw_boxes(tile, boxes, tile.width / image.width, target) if boxes else tile
 
 
-def _column(run_dir: Path, record: CaseRecord, min_size: int) -> list[Image.Image | None]:
-    """The origin / result / difference tiles of one case (boxes on origin and result for detection)."""
+def _rows(cases: Sequence[CaseRecord]) -> tuple[tuple[str, str], ...]:
+    """The grid's rows: :data:`ROWS`, under :data:`REAL_ROW` when a case started from a real image."""
+    return (REAL_ROW, *ROWS) if any(r.real_image for r in cases) else ROWS
+
+
+def _column(run_dir: Path, record: CaseRecord, min_size: int,
+            rows: Sequence[tuple[str, str]] = ROWS) -> list[Image.Image | None]:
+    """The tiles of one case, one per row (boxes on origin and result for detection)."""
     boxes = {"origin_image": record.origin_boxes, "result_image": record.result_boxes}
-    return [_tile(run_dir, getattr(record, key), min_size, boxes.get(key), record.target) for _, key in ROWS]
+    return [_tile(run_dir, getattr(record, key), min_size, boxes.get(key), record.target) for _, key in rows]
 
 
 def _text_width(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.ImageFont | ImageFont.FreeTypeFont) -> int:
@@ -103,7 +111,8 @@ def _text_width(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.ImageFont 
 def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = None, min_size: int = 96,
               columns: int | None = None) -> Image.Image:
     """The grid of ``records``' cases (records without a valid origin are left out): a column per case with its
-    caption above origin / result / difference, ``columns`` per row (default 10), missing images in grey.
+    caption above origin / result / difference (and the real image above them for cases from real images),
+    ``columns`` per row (default 10), missing images in grey.
 
     Raises ValueError when no record is a case.
     """
@@ -112,7 +121,8 @@ def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = 
     if not cases:
         raise ValueError("no test case to show in a grid")
     columns = max(1, min(columns or DEFAULT_COLUMNS, len(cases)))
-    tiles = [_column(run_dir, r, min_size) for r in cases]
+    rows = _rows(cases)
+    tiles = [_column(run_dir, r, min_size, rows) for r in cases]
     sizes = [t.size for column in tiles for t in column if t is not None] or [(min_size, min_size)]
     cell_w, cell_h = max(w for w, _ in sizes), max(h for _, h in sizes)
 
@@ -124,9 +134,9 @@ def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = 
     text_w = max(_text_width(draw, text, font) for lines in captions for text, _ in lines)
     line_h = font_size + 3
     col_w = max(cell_w, text_w) + 4 * PAD
-    margin_w = max(_text_width(draw, name, font) for name, _ in ROWS) + 3 * PAD
+    margin_w = max(_text_width(draw, name, font) for name, _ in rows) + 3 * PAD
     caption_h = len(captions[0]) * line_h + 2 * PAD
-    block_h = caption_h + len(ROWS) * (cell_h + PAD) + 2 * PAD
+    block_h = caption_h + len(rows) * (cell_h + PAD) + 2 * PAD
     title_h = font_size + 4 + 3 * PAD if title else PAD
     n_rows = math.ceil(len(cases) / columns)
 
@@ -149,7 +159,7 @@ def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = 
             else:
                 grid.paste(tile, (tx + (cell_w - tile.width) // 2, ty + (cell_h - tile.height) // 2))
     for row in range(n_rows):
-        for k, (name, _) in enumerate(ROWS):
+        for k, (name, _) in enumerate(rows):
             y = title_h + row * block_h + caption_h + k * (cell_h + PAD) + cell_h // 2
             draw.text((PAD, y), name, fill=BLACK, font=font, anchor="lm")
     return grid
