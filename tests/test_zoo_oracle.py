@@ -225,3 +225,16 @@ def test_each_member_has_its_own_cache_key():
     assert len(set(trained.values()) | {full.sut.seed}) == 5
     with pytest.raises(ValueError, match="expected steer-cnn, oracle-1"):
         entry_paths(replace(tiny, oracles={"oracle-1": tiny.oracles["oracle-1"]}))
+
+
+def test_knn_distances_follow_a_loaded_reference():
+    """The kept reference norms are derived again when a state dict replaces the references."""
+    from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
+
+    torch.manual_seed(0)
+    labels = torch.randint(0, 10, (20,))
+    model = KNNDigitClassifier(torch.rand(20, 8), labels)
+    other = torch.rand(20, 8)
+    model.load_state_dict({"reference": other, "labels": labels})
+    queries = torch.rand(3, 8)
+    torch.testing.assert_close(model.distances(queries), torch.cdist(queries, other), atol=1e-4, rtol=1e-4)

@@ -82,7 +82,7 @@ class TestCase:
     A case from a real image (``cases.images``) also carries the inversion's ``noise`` (then the seed only seeds
     the case's own randomness), the ``real`` image ``(1, C, H, W)``, its ``source`` (a path in the folder, or
     ``held_out/<index>``) and the inversion's quality (``latent_error``, ``ms_ssim`` of the origin to the real
-    image, ``seconds``)."""
+    image)."""
 
     __test__ = False  # not a pytest test class
 

@@ -88,8 +88,7 @@ def iter_image_cases(selection: CaseSelection, generator: Generator, sut: SUT,
                             origin=origin.cpu(), noise=inverted.noise.cpu(), real=real.cpu(),
                             source=images.sources[position],
                             inversion={"latent_error": float(inverted.latent_error[0]),
-                                       "ms_ssim": float(ms_ssim(origin.cpu(), real.cpu())),
-                                       "seconds": inverted.seconds})
+                                       "ms_ssim": float(ms_ssim(origin.cpu(), real.cpu()))})
                 if found is not None or skipped >= selection.max_seed_tries:
                     break
             if not wanted or cid in wanted:

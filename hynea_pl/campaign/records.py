@@ -14,6 +14,19 @@ from hynea_pl.campaign.summary import summarize_records
 from hynea_pl.jsonl import drop_torn_tail
 from hynea_pl.schema import CaseRecord, read_records
 
+_NOISE_KEY = "noise"
+
+
+def load_origin_noise(run_dir: str | Path, record: CaseRecord) -> torch.Tensor | None:
+    """The inversion noise a real-image case saved (:meth:`RunFolder.save_real_origin`); ``None`` for an origin
+    drawn from its seed."""
+    if record.origin_noise is None:
+        return None
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(run_dir) / record.origin_noise))[_NOISE_KEY]
+
+
 #: What a campaign from real images read (``cases.images``): counts of files read, skipped and converted.
 TEST_IMAGES_FILE = "test_images.json"
 
@@ -134,7 +147,7 @@ class RunFolder:
         paths = {"real_image": f"cases/{case_id}_real.png", "origin_noise": f"cases/{case_id}_noise.safetensors"}
         (self.path / "cases").mkdir(parents=True, exist_ok=True)
         save_image(real, self.path / paths["real_image"])
-        save_file({"noise": noise.detach().float().cpu().contiguous()}, str(self.path / paths["origin_noise"]))
+        save_file({_NOISE_KEY: noise.detach().float().cpu().contiguous()}, str(self.path / paths["origin_noise"]))
         return paths
 
     def adapter_dir(self, case_id: str) -> tuple[Path, str]:

@@ -12,7 +12,7 @@ from torchvision.utils import save_image
 from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.config import quiet_lightning_info
-from hynea_pl.campaign.records import CONFIG_FILE
+from hynea_pl.campaign.records import CONFIG_FILE, load_origin_noise
 from hynea_pl.images import as_saved, check_run_image, load_image
 from hynea_pl.schema import CaseRecord, read_records
 from hynea_pl.zoo.cache import current_class_paths
@@ -76,12 +76,9 @@ def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> Repla
     """Build the case's module of ``record`` in ``campaign``, load its saved adapter from ``run_dir``, regenerate
     its result and compare it with the stored PNG."""
     run_dir = Path(run_dir)
-    noise = None
-    if record.origin_noise is not None:  # an origin inverted from a real image: its saved noise, not the seed's
-        from safetensors.torch import load_file
-
-        noise = load_file(str(run_dir / record.origin_noise))["noise"]
-    case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds, noise=noise)
+    # an origin inverted from a real image starts from its saved noise, not the seed's
+    case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds,
+                    noise=load_origin_noise(run_dir, record))
     model = campaign.build_module(case)
     model.setup("fit")
     model.load_adapter(run_dir / record.adapter)

@@ -95,8 +95,11 @@ class KNNDigitClassifier(nn.Module):
                              f"{tuple(labels.shape)}")
         self.register_buffer("reference", reference.float())
         self.register_buffer("labels", labels.long())
-        # the references' squared norms, for distances by one matrix product (not saved: derived from reference)
+        # the references' squared norms, for distances by one matrix product (not saved: derived from reference,
+        # and derived again when a state dict replaces it)
         self.register_buffer("reference_sq", self.reference.pow(2).sum(1), persistent=False)
+        self.register_load_state_dict_post_hook(lambda module, _: setattr(
+            module, "reference_sq", module.reference.pow(2).sum(1)))
         self.k, self.blur_sigma, self.num_classes = int(k), float(blur_sigma), int(num_classes)
 
     def distances(self, queries: torch.Tensor) -> torch.Tensor:

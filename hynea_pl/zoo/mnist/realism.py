@@ -10,7 +10,7 @@ from hynea_pl.zoo.mnist.data import load_digits
 from hynea_pl.zoo.mnist.profiles import get_profile
 from hynea_pl.zoo.mnist.zoo import load_zoo
 
-__all__ = ["ZooTypicality", "held_out_digits", "held_out_labels", "zoo_realism_features"]
+__all__ = ["ZooTypicality", "held_out_digits", "held_out_split", "zoo_realism_features"]
 
 
 def zoo_realism_features(profile: str = "full") -> nn.Module:
@@ -21,16 +21,17 @@ def zoo_realism_features(profile: str = "full") -> nn.Module:
     return module
 
 
+def held_out_split(profile: str = "full") -> tuple[Tensor, Tensor]:
+    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on, and
+    their classes ``(n_test,)``."""
+    data = get_profile(profile).data
+    split = load_digits(data.n_test, data.split_seed, data.n_train)
+    return split.test_images, split.test_labels
+
+
 def held_out_digits(profile: str = "full") -> Tensor:
-    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on."""
-    data = get_profile(profile).data
-    return load_digits(data.n_test, data.split_seed, data.n_train).test_images
-
-
-def held_out_labels(profile: str = "full") -> Tensor:
-    """The classes ``(n_test,)`` of :func:`held_out_digits`."""
-    data = get_profile(profile).data
-    return load_digits(data.n_test, data.split_seed, data.n_train).test_labels
+    """The images of :func:`held_out_split`."""
+    return held_out_split(profile)[0]
 
 
 class ZooTypicality(TypicalityTest):
