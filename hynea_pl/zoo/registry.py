@@ -80,9 +80,7 @@ BASE_MODULE = "hynea_pl.zoo.mnist.zoo"
 #: ``name -> module`` of the on-demand components (read only when that name is looked up).
 EXTRA_MODULES: dict[str, str] = {
     "stylegan": "hynea_pl.zoo.stylegan.component",
-    # digit scenes (issue 17): the unconditional scene LDM, the multi-label attribute SUT and its oracle, the detector
-    "scene_autoencoder": "hynea_pl.zoo.scenes.ldm",
-    "scene_ldm": "hynea_pl.zoo.scenes.ldm",
+    # digit scenes (issue 17): the multi-label attribute SUT and its oracle, the detector
     "attribute_sut": "hynea_pl.zoo.scenes.attributes",
     "attribute_oracle": "hynea_pl.zoo.scenes.attributes",
     "detector_sut": "hynea_pl.zoo.scenes.detector",
@@ -116,7 +114,7 @@ class Component:
     #: whether ``measure`` uses the base zoo's models (it loads them with :func:`hynea_pl.zoo.mnist.zoo.load_zoo`,
     #: which builds the base zoo on first use); then the base zoo's manifest is part of the gates' key
     base_gated: bool = True
-    #: other components that ``measure`` uses (e.g. the scene LDM's gates score its scenes with the scene SUTs):
+    #: other components that ``measure`` uses (e.g. gates that score a generator's images with SUTs):
     #: built before measuring, in ``context.deps``, and their entries are part of the gates' key, not of the entry's
     gated_by: tuple[str, ...] = ()
     #: the bundle that trains and gates this component (the base zoo's members: :data:`BASE_ZOO`)

@@ -1,5 +1,4 @@
-"""The zoo's image autoencoders: a small diffusers ``AutoencoderKL`` (MNIST: 1x32x32 <-> 4x8x8) or ``VQModel``
-(digit scenes: 1x64x64 <-> 3x16x16, :mod:`hynea_pl.zoo.scenes.ldm`)."""
+"""The zoo's image autoencoders: a small diffusers ``AutoencoderKL`` (MNIST: 1x32x32 <-> 4x8x8) or ``VQModel``."""
 
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ class AutoencoderTraining(L.LightningModule):
     The regulariser is ``kl_weight`` * KL for an ``AutoencoderKL`` (decoding a posterior sample) and ``vq_weight``
     * the commitment + codebook loss that ``VQModel`` returns for a ``VQModel`` (decoding the quantised latents).
     With ``ink_weight > 0`` the MSE of each pixel whose target is ink (> ``ink_threshold`` in [0, 1]) counts
-    ``1 + ink_weight`` times: sparse strokes on black (digit scenes) otherwise first train toward all black.
+    ``1 + ink_weight`` times: images of sparse strokes on black otherwise first train toward all black.
     The learning rate decays along a cosine from ``lr``; with ``warmup_fraction > 0`` it follows a one-cycle
     schedule instead (from ``lr / 25`` up to ``lr`` over that fraction of the steps, then a cosine down).
     """
@@ -75,7 +74,7 @@ class AutoencoderTraining(L.LightningModule):
 @torch.no_grad()
 def encode_latents(vae: AutoencoderKL | VQModel, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
     """Unscaled latents of images in [0, 1]: an ``AutoencoderKL``'s posterior means (MNIST ``(N, 1, 32, 32)`` ->
-    ``(N, 4, 8, 8)``), a ``VQModel``'s pre-quantisation latents (scenes ``(N, 1, 64, 64)`` -> ``(N, 3, 16, 16)``)."""
+    ``(N, 4, 8, 8)``), a ``VQModel``'s pre-quantisation latents."""
     vae.eval()
     latents = []
     for i in range(0, len(images), batch_size):

@@ -1,6 +1,6 @@
 """The zoo's latent denoisers: the MNIST LDM's class-conditional diffusers ``UNet2DConditionModel`` that reads a
-learned class token through ``encoder_hidden_states`` (10 digits + a null class for classifier-free guidance), and
-the digit scenes' unconditional ``UNet2DModel`` (:mod:`hynea_pl.zoo.scenes.ldm`)."""
+learned class token through ``encoder_hidden_states`` (10 digits + a null class for classifier-free guidance), or
+an unconditional ``UNet2DModel``."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hynea_pl.schedules import safe_pct_start
 
 
 class DenoiserTraining(L.LightningModule):
-    """Epsilon-prediction diffusion training on pre-encoded, scaled latents (MNIST ``(B, 4, 8, 8)``, scenes
-    ``(B, 3, 16, 16)``); the loss is weighted with min-SNR-``snr_gamma``.
+    """Epsilon-prediction diffusion training on pre-encoded, scaled latents (MNIST ``(B, 4, 8, 8)``); the loss is
+    weighted with min-SNR-``snr_gamma``.
 
     Class-conditional (batches ``(latents, labels)``): labels are replaced by the null class with probability
     ``label_dropout`` (classifier-free guidance). Unconditional (``class_embedding=None``, a ``UNet2DModel``):

@@ -1,8 +1,8 @@
 """Digit scenes (issue 17): 64x64 canvases of real MNIST digits (:mod:`~hynea_pl.zoo.scenes.data`), their YOLO
-dataset (:mod:`~hynea_pl.zoo.scenes.yolo_dataset`) and the zoo components trained on them: the unconditional scene
-LDM (:mod:`~hynea_pl.zoo.scenes.ldm`), the multi-label attribute SUT and oracle
-(:mod:`~hynea_pl.zoo.scenes.attributes`) and the digit detector (:mod:`~hynea_pl.zoo.scenes.detector`)."""
+dataset (:mod:`~hynea_pl.zoo.scenes.yolo_dataset`), the zoo components trained on them: the multi-label attribute
+SUT and oracle (:mod:`~hynea_pl.zoo.scenes.attributes`) and the digit detector (:mod:`~hynea_pl.zoo.scenes.detector`),
+and how these SUTs read generated scenes (:mod:`~hynea_pl.zoo.scenes.scoring`)."""
 
 #: The zoo components of the scene tasks (extras): their images are scenes, not single digits, so the digit zoo's
 #: embedder and held-out digits do not fit them (realism and diversity of a scene run are reported unavailable).
-SCENE_COMPONENTS = ("scene_autoencoder", "scene_ldm", "attribute_sut", "attribute_oracle", "detector_sut")
+SCENE_COMPONENTS = ("attribute_sut", "attribute_oracle", "detector_sut")
