@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from hynea_pl.zoo.scenes.data import SceneConfig, digit_crops, ink_box, make_scenes, overlap_fraction
+from hynea_pl.scene_layout import SceneConfig, ink_box, overlap_fraction
+from hynea_pl.zoo.scenes.data import digit_crops, make_scenes
 
 
 def _digits(n: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,21 +75,25 @@ def test_helpers():
     assert overlap_fraction((0, 0, 4, 4), (2, 2, 6, 6)) == 4 / 16
 
 
-def test_windows_around_digits_hold_a_digit_stay_inside_and_are_deterministic():
-    from hynea_pl.zoo.scenes.data import windows_around_digits
+def test_layouts_follow_the_scene_rules_and_replay_from_their_seed():
+    from hynea_pl.scene_layout import SceneLayout, nominal_ink_box, sample_layout
 
-    images, labels = _digits()
-    scenes = make_scenes(images, labels, 20, seed=5)
-    windows = windows_around_digits(scenes, size=32, per_scene=3, jitter=4, seed=1)
-    assert windows.shape == (60, 1, 32, 32)
-    assert torch.equal(windows, windows_around_digits(scenes, 32, 3, 4, seed=1))
-    assert not torch.equal(windows, windows_around_digits(scenes, 32, 3, 4, seed=2))
-    # every window is a crop of its own scene (scene-major) and holds ink of a digit
-    for i, window in enumerate(windows):
-        scene = scenes.images[i // 3, 0]
-        unfolded = scene.unfold(0, 32, 1).unfold(1, 32, 1)  # (33, 33, 32, 32): every 32 px crop
-        assert (unfolded == window[0]).flatten(2).all(-1).any()
-        assert window.amax() > 0.5
-    assert windows_around_digits(scenes, 64, 1, 0, seed=0).shape == (20, 1, 64, 64)
-    with pytest.raises(ValueError, match="window size"):
-        windows_around_digits(scenes, 65, 1, 0, seed=0)
+    cfg = SceneConfig()
+    layouts = [sample_layout(seed, cfg) for seed in range(300)]
+    assert sample_layout(7, cfg) == layouts[7] and sample_layout(8, cfg) != layouts[7]
+    counts = {len(layout) for layout in layouts}
+    assert counts == {1, 2, 3}
+    assert {c for layout in layouts for c in layout.classes} == set(range(10))
+    for layout in layouts:
+        assert layout.size == 64
+        boxes = []
+        for x, y, side in layout.squares:
+            assert 17 <= side <= 28 and x + side <= 64 and y + side <= 64
+            m0, m1, m2, m3 = nominal_ink_box(side)
+            boxes.append((x + m0, y + m1, x + m2, y + m3))
+        for a in range(len(boxes)):  # no two nominal ink boxes overlap by more than max_overlap
+            for b in range(a):
+                assert overlap_fraction(boxes[a], boxes[b]) <= cfg.max_overlap
+    assert SceneLayout.from_dict(layouts[3].as_dict()) == layouts[3]
+    with pytest.raises(ValueError, match="does not fit"):
+        SceneLayout(64, (1,), ((50, 50, 20),))

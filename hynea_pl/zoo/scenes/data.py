@@ -7,11 +7,8 @@ and the zoo components build on :func:`make_scenes`).
 Drawing one scene:
 
 1. the number of digits, uniform in ``[min_digits, max_digits]``;
-2. per digit: a random source digit (its 28x28 MNIST crop), a side length ``round(28 * scale)`` px with ``scale``
-   uniform in ``[min_scale, max_scale]`` (bilinear, antialiased), and a top-left corner uniform over the canvas;
-   a placement whose ink box overlaps an already placed digit's box by more than ``max_overlap`` (intersection
-   over the smaller box) is redrawn, up to ``max_tries`` times, then the digit is dropped (a scene always keeps
-   its first digit);
+2. per digit: a random source digit (its 28x28 MNIST crop), resized to its side (bilinear, antialiased) and placed
+   by the rules of :mod:`hynea_pl.scene_layout` (the scene generator's layouts follow them too);
 3. the canvas is the pixel-wise maximum of the placed digits (white strokes on black, like MNIST);
 4. each box is the tight box of the digit's ink (pixels > ``ink_threshold``) in canvas pixels, ``xyxy`` with
    exclusive ends, so ``canvas[y0:y1, x0:x1]`` holds the whole digit.
@@ -28,25 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hynea_pl.scene_layout import DIGIT_SIDE, SceneConfig, digit_count, digit_side, ink_box, place_digit, randint
 from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
-
-#: Side of an MNIST digit's original crop inside the zoo's 32x32 padded images.
-DIGIT_SIDE = 28
-
-
-@dataclass(frozen=True)
-class SceneConfig:
-    """How scenes are drawn (every field is part of the cache key of the components trained on them)."""
-
-    size: int = 64
-    min_digits: int = 1
-    max_digits: int = 3
-    min_scale: float = 0.6
-    max_scale: float = 1.0
-    max_overlap: float = 0.1
-    max_tries: int = 20
-    ink_threshold: float = 0.2
-
 
 @dataclass(frozen=True)
 class DigitScenes:
@@ -79,51 +59,23 @@ def digit_crops(images: Tensor) -> Tensor:
     return images[..., top:top + DIGIT_SIDE, left:left + DIGIT_SIDE]
 
 
-def ink_box(patch: Tensor, threshold: float) -> tuple[int, int, int, int] | None:
-    """Tight ``(x0, y0, x1, y1)`` box (exclusive ends) of the pixels of ``patch (H, W)`` above ``threshold``."""
-    ys, xs = torch.nonzero(patch > threshold, as_tuple=True)
-    if ys.numel() == 0:
-        return None
-    return int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
-
-
-def overlap_fraction(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    """Intersection of boxes ``a`` and ``b`` over the area of the smaller one."""
-    iw = max(0, min(a[2], b[2]) - max(a[0], b[0]))
-    ih = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return iw * ih / max(smaller, 1)
-
-
-def _uniform(rng: torch.Generator, low: float, high: float) -> float:
-    return low + (high - low) * float(torch.rand((), generator=rng))
-
-
-def _randint(rng: torch.Generator, low: int, high: int) -> int:
-    """Uniform integer in ``[low, high]`` (inclusive)."""
-    return int(torch.randint(low, high + 1, (), generator=rng))
-
-
 def draw_scene(crops: Tensor, labels: Tensor, rng: torch.Generator, cfg: SceneConfig) -> tuple[Tensor, Tensor, Tensor]:
     """One scene from the digit crops ``(M, 1, 28, 28)``: ``(image (1, S, S), boxes (n, 4), labels (n,))``."""
     canvas = torch.zeros(1, cfg.size, cfg.size)
     boxes: list[tuple[int, int, int, int]] = []
     classes: list[int] = []
-    for k in range(_randint(rng, cfg.min_digits, cfg.max_digits)):
-        index = _randint(rng, 0, crops.shape[0] - 1)
-        side = max(4, round(DIGIT_SIDE * _uniform(rng, cfg.min_scale, cfg.max_scale)))
+    for k in range(digit_count(rng, cfg)):
+        index = randint(rng, 0, crops.shape[0] - 1)
+        side = digit_side(rng, cfg)
         patch = F.interpolate(crops[index:index + 1], size=(side, side), mode="bilinear", antialias=True,
                               align_corners=False)[0].clamp(0, 1)
         local = ink_box(patch[0], cfg.ink_threshold)
         if local is None:
             continue
-        for _ in range(cfg.max_tries):
-            y, x = _randint(rng, 0, cfg.size - side), _randint(rng, 0, cfg.size - side)
-            box = (x + local[0], y + local[1], x + local[2], y + local[3])
-            if k == 0 or all(overlap_fraction(box, other) <= cfg.max_overlap for other in boxes):
-                break
-        else:
+        placed = place_digit(rng, side, local, boxes, k == 0, cfg)
+        if placed is None:
             continue  # no free spot: drop this digit
+        x, y, box = placed
         canvas[:, y:y + side, x:x + side] = torch.maximum(canvas[:, y:y + side, x:x + side], patch)
         boxes.append(box)
         classes.append(int(labels[index]))
@@ -148,28 +100,6 @@ def make_scenes(digits: Tensor, labels: Tensor, n: int, seed: int, cfg: SceneCon
     return DigitScenes(torch.stack(images) if images else torch.zeros(0, 1, cfg.size, cfg.size), boxes, classes)
 
 
-def windows_around_digits(scenes: DigitScenes, size: int, per_scene: int, jitter: int, seed: int) -> Tensor:
-    """``per_scene`` square windows ``(N * per_scene, 1, size, size)`` of every scene, each centred on one of its
-    digits drawn at random (its box centre moved by up to ``jitter`` px each way, the window kept inside the
-    canvas); scene-major, the same arguments give the same windows.
-
-    A fully convolutional autoencoder trains on these 4x cheaper than on whole 64 px scenes (32 px windows) and sees
-    ink in most of its pixels instead of ~3 % (the scene autoencoder, :mod:`hynea_pl.zoo.scenes.ldm`)."""
-    canvas = scenes.images.shape[-1]
-    if not 0 < size <= canvas:
-        raise ValueError(f"window size must be in (0, {canvas}], got {size}")
-    rng = torch.Generator().manual_seed(seed)
-    windows = []
-    for image, boxes in zip(scenes.images, scenes.boxes, strict=True):
-        for _ in range(per_scene):
-            x0, y0, x1, y1 = boxes[_randint(rng, 0, len(boxes) - 1)].tolist() if len(boxes) else (0, 0, canvas, canvas)
-            cx, cy = (x0 + x1) / 2 + _randint(rng, -jitter, jitter), (y0 + y1) / 2 + _randint(rng, -jitter, jitter)
-            left = int(min(max(round(cx - size / 2), 0), canvas - size))
-            top = int(min(max(round(cy - size / 2), 0), canvas - size))
-            windows.append(image[:, top:top + size, left:left + size])
-    return torch.stack(windows) if windows else torch.zeros(0, 1, size, size)
-
-
 def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
                 cfg: SceneConfig = SceneConfig()) -> tuple[DigitScenes, DigitScenes]:
     """Training scenes from the training digits and held-out scenes from the held-out digits (no digit image is in
@@ -179,5 +109,4 @@ def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
     return train, test
 
 
-__all__ = ["DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "ink_box", "make_scenes", "overlap_fraction",
-           "scene_split", "windows_around_digits"]
+__all__ = ["DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "make_scenes", "scene_split"]
