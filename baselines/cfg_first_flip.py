@@ -131,5 +131,5 @@ class CFGFirstFlipCase(ProbeSearchCase):
         images = []
         for scale in genomes[:, 0].tolist():
             with guidance(self.generator, scale):
-                images.append(self.generator.sample(self.noise, self.origin_class))
+                images.append(self.generator.sample(self.noise, self.condition))
         return torch.cat(images)

@@ -181,7 +181,7 @@ class GIFTbenchCase(PopulationSearchCase):
         return clamp_latents(population, self.noise_low, self.noise_high)
 
     def render(self, genomes: Tensor) -> Tensor:
-        return self.generator.sample(genomes, self.origin_class)
+        return self.generator.sample(genomes, self.condition)
 
     def fitness(self, genomes: Tensor, outputs: Tensor, found: Tensor) -> Tensor:
         """The SUT's decision margin (multiclass: :func:`margin_fitness`, the origin logit minus the best other)."""

@@ -27,12 +27,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VERDICTS, Verdict
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
 #: ``origin_boxes`` / ``result_boxes``; version 3 no per-judge labels, realism or saved-image fields, and its
 #: ``flipped`` was the SUT's decision on the unsaved float image; version 4 no stability fields; version 5 no
-#: real-image origin fields).
-READABLE_VERSIONS = (2, 3, 4, 5, 6)
+#: real-image origin fields; version 6 no scene layout).
+READABLE_VERSIONS = (2, 3, 4, 5, 6, 7)
 
 Task = Literal["multiclass", "binary", "detection"]
 
@@ -60,7 +60,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[6] = SCHEMA_VERSION
+    schema_version: Literal[7] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -125,6 +125,10 @@ class CaseRecord(BaseModel):
         None, description="RMS error of the origin's latent to the real image's latent, relative to its RMS")
     inversion_ms_ssim: float | None = Field(None, description="MS-SSIM(origin, real image): the inversion's fidelity")
     real_ms_ssim: float | None = Field(None, description="MS-SSIM(result, real image)")
+    # --- a scene drawn from a layout (LayoutSceneGenerator; null otherwise) ----------------------------------
+    layout: dict[str, Any] | None = Field(
+        None, description="the scene's layout: canvas size, digit classes, squares [x, y, side] and the origin's ink "
+                          "boxes [x0, y0, x1, y1]; replay checks it against the layout its seed draws")
     # --- method-specific and failures ----------------------------------------------------------------------
     diagnostics: dict[str, Any] = Field(default_factory=dict, description="method-specific numbers")
     error: str | None = Field(None, description="why the case failed (build, NaN, OOM, ...); null: it ran")

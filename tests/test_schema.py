@@ -64,7 +64,7 @@ def test_a_version_2_record_reads_as_the_current_version_without_boxes(tmp_path)
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == SCHEMA_VERSION == 6 and again.flipped and again.result_boxes is None
+    assert again.schema_version == SCHEMA_VERSION == 7 and again.flipped and again.result_boxes is None
 
 
 def test_a_version_3_record_reads_without_judge_labels_realism_or_saved_decision(tmp_path):
@@ -75,7 +75,7 @@ def test_a_version_3_record_reads_without_judge_labels_realism_or_saved_decision
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == 6 and again.judge_labels is None and again.realistic is None
+    assert again.schema_version == SCHEMA_VERSION and again.judge_labels is None and again.realistic is None
     assert again.flipped_before_saving is None
 
 
@@ -92,7 +92,7 @@ def test_a_version_4_record_reads_without_stability_fields(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == 6 and again.stability_held is None and again.stable is None
+    assert again.schema_version == SCHEMA_VERSION and again.stability_held is None and again.stable is None
 
 
 def test_a_version_5_record_reads_without_real_image_fields(tmp_path):
@@ -103,7 +103,7 @@ def test_a_version_5_record_reads_without_real_image_fields(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == 6 and again.origin_source is None and again.real_ms_ssim is None
+    assert again.schema_version == SCHEMA_VERSION and again.origin_source is None and again.real_ms_ssim is None
 
 
 def test_stable_means_held_on_every_variant():

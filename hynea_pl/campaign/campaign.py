@@ -138,7 +138,7 @@ class Campaign:
         independent of the model that steers the search (:func:`check_judge_independent`), and real-image origins
         need an invertible generator and an image folder that exists."""
         self.factory.model_class.check_task(self.sut.task, self.method)
-        check_batching(self.selection, self.factory.model_class, self.method, self.callbacks)
+        check_batching(self.selection, self.factory.model_class, self.method, self.callbacks, self.generator)
         check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
         if self.selection.images is not None:  # origins from real images: an invertible generator, a folder there
@@ -179,8 +179,8 @@ class Campaign:
         """The case's fresh module around the shared components, its origin handed over when the campaign sampled
         it."""
         model = self.factory.build(case.origin_class, case.seed)
-        if case.origin is not None or case.noise is not None:
-            model.provide_origin(case.origin, case.noise)
+        if case.origin is not None or case.noise is not None or case.condition is not None:
+            model.provide_origin(case.origin, case.noise, case.condition)
         return model
 
     def trainer_kwargs(self, case: TestCase, run_name: str | None = None) -> dict[str, Any]:
@@ -237,11 +237,15 @@ def check_classes(selection: CaseSelection, components: Components) -> None:
 
 
 def check_batching(selection: CaseSelection, model_class: type[TestCaseModule], method: str,
-                   callbacks: Sequence[CaseCallback]) -> None:
-    """Refuse ``cases.batch_size > 1`` (one line) for a method that runs one case per Trainer only, or with case
-    callbacks other than the default ones (a batch applies their rules per case itself)."""
+                   callbacks: Sequence[CaseCallback], generator: Generator | None = None) -> None:
+    """Refuse ``cases.batch_size > 1`` (one line) for a method that runs one case per Trainer only, with case
+    callbacks other than the default ones (a batch applies their rules per case itself), or with a generator that
+    conditions each case on more than its class (a scene's layout: a batch's slots hold one image each)."""
     if selection.batch_size <= 1:
         return
+    if generator is not None and type(generator).case_condition is not Generator.case_condition:
+        raise ValueError(f"cases.batch_size = {selection.batch_size}: {type(generator).__name__} conditions each case "
+                         "on its own layout, so its cases run one per Trainer (use --cases.batch_size 1)")
     if model_class.batched_module() is None:
         raise ValueError(f"cases.batch_size = {selection.batch_size}: {method} runs one case per Trainer; "
                          "only HyNeA batches cases (use --cases.batch_size 1)")

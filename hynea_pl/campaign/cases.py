@@ -82,7 +82,8 @@ class TestCase:
     A case from a real image (``cases.images``) also carries the inversion's ``noise`` (then the seed only seeds
     the case's own randomness), the ``real`` image ``(1, C, H, W)``, its ``source`` (a path in the folder, or
     ``held_out/<index>``) and the inversion's quality (``latent_error``, ``ms_ssim`` of the origin to the real
-    image)."""
+    image). ``condition`` is what the generator conditioned the origin on
+    (:meth:`~hynea_pl.generators.Generator.case_condition`: the class, or a scene's layout)."""
 
     __test__ = False  # not a pytest test class
 
@@ -95,6 +96,7 @@ class TestCase:
     real: torch.Tensor | None = field(default=None, compare=False, repr=False)
     source: str | None = None
     inversion: dict[str, float] | None = field(default=None, compare=False)
+    condition: Any = field(default=None, compare=False)
 
 
 def case_id(origin_class: int | None, index: int) -> str:
@@ -108,10 +110,21 @@ def n_selected(selection: CaseSelection) -> int:
     return len([cid for cid in every if not selection.case_ids or cid in set(selection.case_ids)])
 
 
+def judges_read_layout(oracle: SUT | None, origin: torch.Tensor, condition: Any) -> bool:
+    """Whether the ``oracle`` (a multi-label "class k present" judge) reads every digit a scene's layout placed in
+    ``origin (1, C, H, W)``; ``True`` for a condition without placed classes or without an oracle."""
+    classes = getattr(condition, "classes", None)
+    if oracle is None or classes is None:
+        return True
+    output = oracle(origin)
+    return all(oracle.judge_reading(output, int(k))[0] == 1 for k in set(classes))
+
+
 @torch.no_grad()
 def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT,
-               images: LabelledImages | None = None) -> Iterator[TestCase]:
-    """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class.
+               images: LabelledImages | None = None, oracle: SUT | None = None) -> Iterator[TestCase]:
+    """Yield the selected cases in order, each with the first seed whose origin the SUT classifies as its class
+    (and, for a scene generator, whose every placed digit the ``oracle`` reads: :func:`judges_read_layout`).
 
     Each origin is sampled once: the image that passed validation travels with its case. Seeds rejected for one
     case are never reused by the next. A case whose ``max_seed_tries`` seeds are all invalid is yielded with
@@ -130,27 +143,31 @@ def iter_cases(selection: CaseSelection, generator: Generator, sut: SUT,
         next_seed = selection.seed + (origin_class or 0) * CLASS_SEED_STRIDE
         for index in range(selection.n_per_class):
             cid = case_id(origin_class, index)
-            found, skipped, image = None, 0, None
+            found, skipped, image, condition = None, 0, None, None
             for candidate in range(next_seed, next_seed + selection.max_seed_tries):
+                condition = generator.case_condition(origin_class, candidate)
                 if not selection.validate_origins:
                     found = candidate
                     break
-                origin = generator.sample(generator.initial_noise(candidate), origin_class)
-                if bool(sut.is_valid_origin(sut(origin), origin_class).all()):
+                origin = generator.sample(generator.initial_noise(candidate), condition)
+                if (bool(sut.is_valid_origin(sut(origin), origin_class).all())
+                        and judges_read_layout(oracle, origin, condition)):
                     found, image = candidate, origin.cpu()
                     break
                 skipped += 1
             next_seed = (found if found is not None else next_seed + selection.max_seed_tries - 1) + 1
             if not wanted or cid in wanted:
-                yield TestCase(cid, origin_class, found, skipped, image)
+                yield TestCase(cid, origin_class, found, skipped, image,
+                               condition=condition if found is not None else None)
 
 
 def select_cases(selection: CaseSelection, generator: Generator, sut: SUT,
-                 console: Console | None = None, images: LabelledImages | None = None) -> list[TestCase]:
+                 console: Console | None = None, images: LabelledImages | None = None,
+                 oracle: SUT | None = None) -> list[TestCase]:
     """Every selected case, with progress while the origins are sampled (or inverted) and validated."""
     cases = []
     with StepProgress("origins", n_selected(selection), unit="origin", console=console) as progress:
-        for case in iter_cases(selection, generator, sut, images):
+        for case in iter_cases(selection, generator, sut, images, oracle):
             cases.append(case)
             progress.update()
     return cases
@@ -162,7 +179,7 @@ def select_shared_cases(selection: CaseSelection, components: Components, shard:
     the classes (a class's seeds never depend on another class), then all ranks exchange them."""
     classes = list(selection.classes)
     mine = select_cases(replace(selection, classes=shard.take(classes)), components.generator, components.sut,
-                        console=console, images=images)
+                        console=console, images=images, oracle=components.oracle)
     if shard.world_size == 1:
         return mine
     per_rank = shard.gather(mine)

@@ -12,6 +12,7 @@ from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.evaluation.judge import judge_case
+from hynea_pl.generators import Generator
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.methods.base import CaseOutcome
@@ -23,11 +24,16 @@ from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
 
 
-def new_record(case: TestCase, output: RunOutput, task: str, folder: RunFolder | None = None) -> CaseRecord:
+def new_record(case: TestCase, output: RunOutput, task: str, folder: RunFolder | None = None,
+               generator: Generator | None = None) -> CaseRecord:
     """A case's record before it runs: who, which case, which origin. A case from a real image also gets its
-    source and inversion quality, and (with ``folder``) its real image and inversion noise saved."""
+    source and inversion quality, and (with ``folder``) its real image and inversion noise saved; a scene case
+    (with ``generator``) its layout (:meth:`~hynea_pl.generators.Generator.describe_condition`)."""
     record = CaseRecord(method=output.method, run=output.name, task=task, case_id=case.case_id, seed=case.seed,
                         origin_class=case.origin_class, skipped_seeds=case.skipped_seeds, origin_source=case.source)
+    if generator is not None and case.condition is not None and case.seed is not None:
+        noise = case.noise if case.noise is not None else generator.initial_noise(case.seed)
+        record.layout = generator.describe_condition(case.condition, noise.to(generator.device))
     if case.inversion is not None:
         record.inversion_error = case.inversion["latent_error"]
         record.inversion_ms_ssim = case.inversion["ms_ssim"]

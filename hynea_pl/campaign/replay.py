@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torchvision.utils import save_image
@@ -71,6 +72,17 @@ def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
         return replay(Campaign.from_config(upgraded), record, run_dir)
 
 
+def check_layout(record: CaseRecord, condition: Any) -> None:
+    """Refuse (one line) to replay a scene whose recorded layout is not the one its seed draws now."""
+    if record.layout is None:
+        return
+    drawn = condition.as_dict() if hasattr(condition, "as_dict") else None
+    recorded = {key: record.layout.get(key) for key in ("size", "classes", "squares")}
+    if drawn != recorded:
+        raise ValueError(f"case {record.case_id}: its recorded layout {recorded} is not the layout seed {record.seed} "
+                         f"draws with this generator ({drawn})")
+
+
 @torch.no_grad()
 def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> ReplayResult:
     """Build the case's module of ``record`` in ``campaign``, load its saved adapter from ``run_dir``, regenerate
@@ -81,6 +93,7 @@ def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> Repla
                     noise=load_origin_noise(run_dir, record))
     model = campaign.build_module(case)
     model.setup("fit")
+    check_layout(record, model.condition)
     model.load_adapter(run_dir / record.adapter)
     image = model.generate().detach()
     with tempfile.TemporaryDirectory() as tmp:  # the same 8-bit quantisation the stored PNG went through

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecord:
     """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded."""
-    record = new_record(case, campaign.output, campaign.sut.task, folder)
+    record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
     if case.seed is None:
         record.error = no_origin_error(campaign)
         folder.append(record)

@@ -14,6 +14,8 @@ Naming rule. Every generator comes as two classes:
   ``TextConditionalGenerator`` (the same UNet driven by a CLIP prompt, plus an optional task ControlNet),
   ``UNet2DGenerator`` (unconditional ``UNet2DModel`` + ``VQModel``) and ``TransformerGenerator`` (patch
   transformers, the extension point for SiT and others);
+- ``LayoutSceneGenerator`` is both: a class-conditional LDM's folder plus the layout settings of the scenes it draws
+  (a digit per square of a seeded layout, :mod:`hynea_pl.generators.layout`);
 - a *loader*, its YAML-facing subclass, built from a checkpoint location (``pretrained: <folder or hub id>``) and
   named after the model it loads: ``ClassConditionalLDM`` (the zoo's MNIST LDM), ``UnconditionalLDM``
   (``CompVis/ldm-celebahq-256``), ``DiTGenerator`` (``facebook/DiT-XL-2-256``), ``StableDiffusionGenerator``
@@ -28,6 +30,7 @@ from hynea_pl.generators.base import DiffusionGenerator, MemoryOptions
 from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.generators.dit import DiTGenerator, TransformerGenerator
+from hynea_pl.generators.layout import LayoutSceneGenerator
 from hynea_pl.generators.ldm import LatentDiffusionGenerator
 from hynea_pl.generators.protocol import AUTOENCODER, GUIDANCE, HYPERNET_ADAPTER, Capability, Generator, require
 from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalGenerator
@@ -44,6 +47,7 @@ __all__ = [
     "DiffusionGenerator",
     "Generator",
     "LatentDiffusionGenerator",
+    "LayoutSceneGenerator",
     "MemoryOptions",
     "StableDiffusionGenerator",
     "TextConditionalGenerator",

@@ -243,8 +243,9 @@ class DiffusionGenerator(Generator):
         return (output.float() - target.float()).pow(2).mean()
 
     # ------------------------------------------------------------------ the autoencoder
-    def decode(self, latents: Tensor) -> Tensor:
-        """Scaled latents ``(B, C, h, w)`` -> images ``(B, C_img, H, W)`` in [0, 1]."""
+    def decode(self, latents: Tensor, condition: Any = None) -> Tensor:
+        """Scaled latents ``(B, C, h, w)`` -> images ``(B, C_img, H, W)`` in [0, 1] (``condition`` is for families
+        whose decoding depends on it, e.g. a scene's layout; ignored here)."""
         config = self.vae.config
         z = latents / getattr(config, "scaling_factor", 1.0)
         if getattr(config, "shift_factor", None) is not None:
@@ -269,10 +270,10 @@ class DiffusionGenerator(Generator):
     def sample(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
                control: Tensor | None = None) -> Tensor:
         """Images without gradients (origins, population searches, evaluating an adapted HyperNet)."""
-        return self.decode(self.denoise(noise, condition, hypernet, control))
+        return self.decode(self.denoise(noise, condition, hypernet, control), condition)
 
     def forward(self, noise: Tensor, condition: Any = None, hypernet: nn.Module | None = None,
                 control: Tensor | None = None) -> Tensor:
         """Differentiable chain + decode: images ``(B, C_img, H, W)`` in [0, 1]; gradients reach only the
         HyperNet and ``control``."""
-        return self.decode(self.denoise(noise, condition, hypernet, control))
+        return self.decode(self.denoise(noise, condition, hypernet, control), condition)

@@ -1,7 +1,7 @@
 """What every test-generation method needs from a frozen generator, and the optional points some methods adapt.
 
 :class:`Generator` is the common surface, read off the methods and the campaign: a case's origin is
-``generator.sample(generator.initial_noise(seed), origin_class)`` (``hynea_pl.methods.origin``, the campaign's
+``generator.sample(generator.initial_noise(seed), generator.case_condition(origin_class, seed))`` (``hynea_pl.methods.origin``, the campaign's
 origin validation), population searches render their genomes with :meth:`Generator.sample` in the shape
 :attr:`Generator.latent_shape` (GIFTbench), and the campaign moves the generator to a :attr:`Generator.device`.
 Diffusion families extend it (:class:`~hynea_pl.generators.base.DiffusionGenerator`); the style-based GAN
@@ -48,6 +48,15 @@ class Generator(nn.Module, metaclass=ABCMeta):
     def sample(self, noise: Tensor, condition: Any = None) -> Tensor:
         """``noise (B, *latent_shape)`` -> images ``(B, C, H, W)`` in [0, 1], without gradients."""
 
+    def case_condition(self, origin_class: int | None, seed: int) -> Any:
+        """What a case of ``origin_class`` whose noise comes from ``seed`` conditions on: its class (a scene generator:
+        the layout its seed draws, :class:`~hynea_pl.generators.layout.LayoutSceneGenerator`)."""
+        return origin_class
+
+    def describe_condition(self, condition: Any, noise: Tensor) -> dict | None:
+        """What a record keeps of a case's condition beyond its class (a scene's layout), or ``None``."""
+        return None
+
     def initial_noise(self, seed: int) -> Tensor:
         """``(1, *latent_shape)`` float32 standard normal noise, drawn on CPU (identical on every device)."""
         gen = torch.Generator("cpu").manual_seed(seed)
@@ -79,8 +88,8 @@ class Capability:
     members: tuple[str, ...]
 
     def missing(self, generator: Any) -> list[str]:
-        """The members ``generator`` lacks (empty: it has the capability)."""
-        return [name for name in self.members if not hasattr(generator, name)]
+        """The members ``generator`` lacks or sets to ``None`` (empty: it has the capability)."""
+        return [name for name in self.members if getattr(generator, name, None) is None]
 
     def __call__(self, generator: Any) -> bool:
         """Whether ``generator`` has the capability."""

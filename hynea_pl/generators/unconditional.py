@@ -130,7 +130,7 @@ class UNet2DGenerator(DiffusionGenerator):
                 handle.remove()
 
     # ------------------------------------------------------------------ the autoencoder (LDMPipeline's convention)
-    def decode(self, latents: Tensor) -> Tensor:
+    def decode(self, latents: Tensor, condition: Any = None) -> Tensor:
         """Latents ``(B, C, h, w)`` -> images ``(B, 3, H, W)`` in [0, 1]: divide by the scaling factor, quantise
         (unless ``quantize`` is off), decode."""
         z = (latents / self.scaling_factor).to(self.vae.dtype)

@@ -67,8 +67,9 @@ class TestCaseModule(L.LightningModule):
     """Base of every method's test case.
 
     A subclass takes ``generator``, ``sut``, ``origin_class`` and ``seed`` (set per case by the campaign), builds
-    its origin with :func:`hynea_pl.methods.origin.register_origin` in ``setup`` (which registers the buffers
-    ``noise``, ``origin_image``, ``origin_output``, ``target`` and ``objective``), counts ``sut_evals`` (images the
+    its origin with :func:`hynea_pl.methods.origin.register_origin` in ``setup`` (which sets ``condition``, what
+    the generator conditions on, and registers the buffers ``noise``, ``origin_image``, ``origin_output``,
+    ``target`` and ``objective``), counts ``sut_evals`` (images the
     SUT had not scored before in this case), keeps its :class:`CaseResult` in ``result`` and returns
     ``{"loss", "found"}`` from ``training_step``: ``found`` is what it searches for (HyNeA: the target reached;
     an untargeted search: the decision flipped), and ``FlipEarlyStopping`` stops there.
@@ -89,6 +90,7 @@ class TestCaseModule(L.LightningModule):
         self.stop_reason: str | None = None  # why the case ended, noted by the callbacks (hynea_pl.callbacks.stop)
         self._given_origin: torch.Tensor | None = None
         self._given_noise: torch.Tensor | None = None
+        self._given_condition: Any = None
 
     # --- what the campaign asks of every method ------------------------------------------------------------
     generator: Generator
@@ -123,12 +125,15 @@ class TestCaseModule(L.LightningModule):
         """Whether ``setup`` built the origin (a case that failed before has no origin fields)."""
         return getattr(self, "origin_output", None) is not None
 
-    def provide_origin(self, image: torch.Tensor | None, noise: torch.Tensor | None = None) -> None:
+    def provide_origin(self, image: torch.Tensor | None, noise: torch.Tensor | None = None,
+                       condition: Any = None) -> None:
         """Use an origin image ``(1, C, H, W)`` already sampled by the campaign (so each origin is sampled once)
         and, for an origin inverted from a real image, its initial noise ``(1, *latent_shape)`` instead of the
-        seed's."""
+        seed's; ``condition``: the generator condition the campaign drew for the case (a scene's layout; ``None``:
+        :meth:`~hynea_pl.generators.Generator.case_condition` of the case's class and seed)."""
         self._given_origin = image
         self._given_noise = noise
+        self._given_condition = condition
 
     def record_diagnostics(self) -> dict[str, Any]:
         """Method-specific numbers for the record's ``diagnostics``."""

@@ -132,7 +132,7 @@ class BatchedHyNeA(L.LightningModule):
 
     # ------------------------------------------------------------------ one step of every slot
     def _condition(self, cases: list[HyNeACase]) -> Any:
-        classes = [case.hparams.origin_class for case in cases]
+        classes = [case.condition for case in cases]
         if all(c == classes[0] for c in classes):
             return classes[0]
         return torch.tensor(classes, dtype=torch.long, device=self.device)
@@ -154,9 +154,10 @@ class BatchedHyNeA(L.LightningModule):
         generator, sut = cases[0].generator, cases[0].sut
         index = None if len(rows) == self.slots else torch.tensor(rows, device=self.device)
         controls = self.stack.project(torch.cat([case.control for case in cases]), index)
-        latents = generator.denoise(torch.cat([case.noise for case in cases]), self._condition(cases),
+        condition = self._condition(cases)
+        latents = generator.denoise(torch.cat([case.noise for case in cases]), condition,
                                     hypernet=self.stack.hypernet(index), control=controls)
-        images = HyNeACase.as_read(generator.decode(latents))
+        images = HyNeACase.as_read(generator.decode(latents, condition))
         output = sut(images)
         references = self._read_references(cases, images)
         losses, stepped, found, errors = [], [], {}, {}

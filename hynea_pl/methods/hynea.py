@@ -160,11 +160,11 @@ class HyNeACase(TestCaseModule):
     def generate_latents(self) -> torch.Tensor:
         """The adapted chain's latents ``(1, c, h, w)`` (differentiable)."""
         control = self.projector(self.control)
-        return self.generator.denoise(self.noise, self.hparams.origin_class, hypernet=self.hypernet, control=control)
+        return self.generator.denoise(self.noise, self.condition, hypernet=self.hypernet, control=control)
 
     def generate(self) -> torch.Tensor:
         """The adapted chain's image ``(1, C, H, W)`` in [0, 1] (differentiable)."""
-        return self.generator.decode(self.generate_latents())
+        return self.generator.decode(self.generate_latents(), self.condition)
 
     def prior_loss(self, latents: torch.Tensor, step: int | None = None) -> torch.Tensor:
         """The realism prior on ``latents``: the frozen denoiser's loss at a timestep and noise drawn from the
@@ -176,7 +176,7 @@ class HyNeACase(TestCaseModule):
         total = self.generator.scheduler.config.num_train_timesteps
         t = torch.randint(int(low * total), max(int(high * total), int(low * total) + 1), (1,), generator=draw)
         noise = torch.randn(latents.shape, generator=draw)
-        return self.generator.denoising_loss(latents, hp.origin_class, t.to(latents.device)[0], noise)
+        return self.generator.denoising_loss(latents, self.condition, t.to(latents.device)[0], noise)
 
     @staticmethod
     def as_read(images: torch.Tensor) -> torch.Tensor:
@@ -190,7 +190,7 @@ class HyNeACase(TestCaseModule):
 
     def training_step(self, batch: int, batch_idx: int) -> dict:
         latents = self.generate_latents()
-        images = self.as_read(self.generator.decode(latents))
+        images = self.as_read(self.generator.decode(latents, self.condition))
         output = self.sut(images)
         reference_output = None if self.reference is None else self.reference(self.reference_inputs(images))
         loss, found, logged = self.case_step(self.global_step + 1, latents, images, output, reference_output)

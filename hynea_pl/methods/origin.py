@@ -11,6 +11,8 @@ from hynea_pl.methods.base import TestCaseModule
 def register_origin(module: TestCaseModule, seed: int, origin_class: int | None, target: int | None) -> None:
     """Move ``module.generator`` and ``module.sut`` to the module's device and register the case's buffers:
 
+    - ``condition`` (a plain attribute): what the generator conditions on, the one the campaign gave, else
+      ``generator.case_condition(origin_class, seed)`` (the class; a scene generator's layout);
     - ``noise (1, C, h, w)`` from ``seed``, or the one the campaign gave (an origin inverted from a real image);
     - ``origin_image (1, C, H, W)``: the image the campaign sampled when it validated the origin
       (:meth:`TestCaseModule.provide_origin`), else sampled here for ``origin_class``;
@@ -22,11 +24,14 @@ def register_origin(module: TestCaseModule, seed: int, origin_class: int | None,
     device = module.trainer.strategy.root_device if module._trainer is not None else generator.device
     generator.to(device)
     sut.to(device)
+    given_condition = module._given_condition
+    module.condition = (given_condition if given_condition is not None
+                        else generator.case_condition(origin_class, seed))
     given_noise = module._given_noise
     noise = given_noise.to(device) if given_noise is not None else generator.initial_noise(seed)
     module.register_buffer("noise", noise, persistent=False)
     given = module._given_origin
-    origin = given.to(device) if given is not None else generator.sample(module.noise, origin_class)
+    origin = given.to(device) if given is not None else generator.sample(module.noise, module.condition)
     module.register_buffer("origin_image", origin, persistent=False)
     module.register_buffer("origin_output", sut(module.origin_image), persistent=False)
     if target is None:
