@@ -80,10 +80,11 @@ BASE_MODULE = "hynea_pl.zoo.mnist.zoo"
 #: ``name -> module`` of the on-demand components (read only when that name is looked up).
 EXTRA_MODULES: dict[str, str] = {
     "stylegan": "hynea_pl.zoo.stylegan.component",
-    # digit scenes (issue 17): the multi-label attribute SUT and its oracle, the detector
+    # digit scenes: the multi-label attribute SUT and its oracle, the detector, the layout scene generator
     "attribute_sut": "hynea_pl.zoo.scenes.attributes",
     "attribute_oracle": "hynea_pl.zoo.scenes.attributes",
     "detector_sut": "hynea_pl.zoo.scenes.detector",
+    "layout_scenes": "hynea_pl.zoo.scenes.layout_scenes",
 }
 
 _REGISTRY: dict[str, Component] = {}
