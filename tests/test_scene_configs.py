@@ -16,7 +16,7 @@ from hynea_pl.schema import read_records
 
 pytestmark = pytest.mark.slow
 
-SCENE_EXTRAS = ("scene_ldm", "attribute_sut", "attribute_oracle", "detector_sut")
+SCENE_EXTRAS = ("layout_scenes", "attribute_sut", "attribute_oracle", "detector_sut")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def tiny_scene_args(config: str, root: Path, *extra: str) -> list[str]:
     """A shipped scene config pointed at the tiny scene zoo (its models' tiny widths), one case, 2 sampling steps."""
     root.mkdir(parents=True, exist_ok=True)
     args = ["fit", "--config", config,
-            "--generator.init_args.pretrained", "zoo://tiny/scene_ldm",
+            "--generator.init_args.pretrained", "zoo://tiny/layout_scenes",
             "--generator.init_args.num_inference_steps", "2",
             "--oracle", str(tiny_oracle(root)),
             "--cases.n_per_class", "1", "--cases.validate_origins", "false",  # tiny models recognise nothing
@@ -92,6 +92,11 @@ def test_scene_configs_run_hynea_and_giftbench_on_both_tasks_and_compare_them(sc
         assert record.oracle_origin_label in (0, 1)
         assert 1 <= record.sut_evals <= (2 if "giftbench" not in config else 40)
         assert (runs / name / record.result_image).is_file() and (runs / name / "grid.png").is_file()
+        # the scene's layout is recorded: the one its seed draws, with the origin's digit boxes inside their squares
+        layout = record.layout
+        assert layout is not None and 1 <= len(layout["classes"]) == len(layout["squares"]) == len(layout["boxes"]) <= 3
+        for (x0, y0, x1, y1), (x, y, side) in zip(layout["boxes"], layout["squares"], strict=True):
+            assert x <= x0 < x1 <= x + side and y <= y0 < y1 <= y + side
         summary = json.loads((runs / name / "summary.json").read_text())
         if "giftbench" not in config:  # the reference ran and its verdict in the case's terms is recorded
             assert isinstance(record.diagnostics["reference_kept"], bool)

@@ -1,7 +1,7 @@
 """Readable case grids: per case a column of origin / result / difference, upscaled, under a caption a person can
 read (case id, origin class and the SUT's label, the validity oracle's verdict in colour), wrapped into rows.
-Detection cases show the SUT's top-k boxes with confidence > 0.5 on origin and result (paper Fig. 6), the class
-under test in red."""
+Detection cases show the SUT's top-k boxes with confidence > 0.5 on origin and result (paper Fig. 6), other scene
+cases the boxes of their layout's digits, the class under test in red."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hynea_pl.images import load_image
 from hynea_pl.schema import CaseRecord
 from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, VALID_FAILURE
 
-__all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "upscale", "write_grids"]
+__all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "layout_boxes", "upscale", "write_grids"]
 
 RGB = tuple[int, int, int]
 BLACK: RGB = (0, 0, 0)
@@ -62,18 +62,27 @@ def caption(record: CaseRecord) -> list[tuple[str, RGB]]:
 
 def draw_boxes(tile: Image.Image, boxes: Sequence[Sequence[float]], scale: float, target: int | None) -> Image.Image:
     """Draw detections ``[x0, y0, x1, y1, class, confidence]`` (in the saved image's pixels, times ``scale`` on
-    ``tile``) whose confidence exceeds :data:`BOX_CONFIDENCE`, labelled ``class confidence``; the class under test
-    (``target``) in red, others in blue."""
+    ``tile``) whose confidence exceeds :data:`BOX_CONFIDENCE`, labelled ``class confidence``, or a scene layout's
+    digit boxes ``[x0, y0, x1, y1, class]``, labelled ``class``; the class under test (``target``) in red, others
+    in blue."""
     draw = ImageDraw.Draw(tile)
     font = ImageFont.load_default(size=max(10, tile.height // 14))
-    for x0, y0, x1, y1, cls, conf in boxes:
-        if conf <= BOX_CONFIDENCE:
+    for x0, y0, x1, y1, cls, *conf in boxes:
+        if conf and conf[0] <= BOX_CONFIDENCE:
             continue
         colour = TARGET_BOX if target is not None and int(cls) == target else OTHER_BOX
         draw.rectangle((x0 * scale, y0 * scale, x1 * scale, y1 * scale), outline=colour, width=2)
-        draw.text((x0 * scale + 2, max(0.0, y0 * scale - font.size - 2)), f"{int(cls)} {conf:.2f}", fill=colour,
-                  font=font)
+        label = f"{int(cls)} {conf[0]:.2f}" if conf else f"{int(cls)}"
+        draw.text((x0 * scale + 2, max(0.0, y0 * scale - font.size - 2)), label, fill=colour, font=font)
     return tile
+
+
+def layout_boxes(record: CaseRecord) -> list[list[float]] | None:
+    """A scene case's placed digits as ``[x0, y0, x1, y1, class]`` (its recorded layout: the origin's ink boxes),
+    ``None`` for a case without a layout."""
+    if not record.layout or not record.layout.get("boxes"):
+        return None
+    return [[*box, cls] for box, cls in zip(record.layout["boxes"], record.layout["classes"], strict=True)]
 
 
 def _tile(run_dir: Path, relative: str | None, min_size: int, boxes: Sequence[Sequence[float]] | None = None,
@@ -98,8 +107,10 @@ def _rows(cases: Sequence[CaseRecord]) -> tuple[tuple[str, str], ...]:
 
 def _column(run_dir: Path, record: CaseRecord, min_size: int,
             rows: Sequence[tuple[str, str]] = ROWS) -> list[Image.Image | None]:
-    """The tiles of one case, one per row (boxes on origin and result for detection)."""
-    boxes = {"origin_image": record.origin_boxes, "result_image": record.result_boxes}
+    """The tiles of one case, one per row: boxes on origin and result, the SUT's for detection, else a scene's
+    placed digits."""
+    placed = layout_boxes(record)
+    boxes = {"origin_image": record.origin_boxes or placed, "result_image": record.result_boxes or placed}
     return [_tile(run_dir, getattr(record, key), min_size, boxes.get(key), record.target) for _, key in rows]
 
 
