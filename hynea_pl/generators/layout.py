@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hynea_pl.generators.class_conditional import _load_frozen
-from hynea_pl.generators.ldm import LatentDiffusionGenerator
+from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.paths import resolve_path
 from hynea_pl.scene_layout import DIGIT_SIDE, SceneConfig, SceneLayout, ink_box, sample_layout
 
@@ -52,8 +51,9 @@ def read_layout_settings(folder: str | Path) -> SceneConfig:
     return SceneConfig(**json.loads(path.read_text()))
 
 
-class LayoutSceneGenerator(LatentDiffusionGenerator):
-    """Frozen class-conditional LDM drawing each digit of a seeded layout into its square of the canvas.
+class LayoutSceneGenerator(ClassConditionalLDM):
+    """A frozen class-conditional LDM (:class:`~hynea_pl.generators.ClassConditionalLDM`) drawing each digit of a
+    seeded layout into its square of the canvas.
 
     Args:
         pretrained: a folder with the class-conditional LDM's ``unet/``, ``vae/``, ``scheduler/``,
@@ -81,14 +81,9 @@ class LayoutSceneGenerator(LatentDiffusionGenerator):
         dtype: str = "float32",
         **memory: Any,
     ) -> None:
-        folder = resolve_path(pretrained)
-        layout = read_layout_settings(folder)
-        frozen = _load_frozen(str(folder), dtype)
-        super().__init__(
-            frozen.unet, frozen.vae, scheduler=type(frozen.scheduler).from_config(frozen.scheduler.config),
-            condition_encoder=frozen.condition_encoder, num_inference_steps=num_inference_steps,
-            guidance_scale=guidance_scale, eta=eta, **memory,
-        )
+        layout = read_layout_settings(resolve_path(pretrained))
+        super().__init__(pretrained, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
+                         dtype=dtype, **memory)
         self.layout = layout
 
     # ------------------------------------------------------------------ shapes and conditions
