@@ -115,6 +115,18 @@ class SceneLayout:
                    tuple(tuple(int(v) for v in s) for s in data["squares"]))
 
 
+def digit_windows(images: Tensor, layout: SceneLayout, pad: int = 2) -> Tensor:
+    """Each placed digit of scenes ``images (N, C, S, S)`` (one layout for all) as a single digit image
+    ``(N * n, C, 28 + 2 * pad, 28 + 2 * pad)``, image-major: its square resized to 28 px (bilinear, antialiased)
+    and padded with black, the inverse of how a digit is drawn into its square (zoo digits are 28 px padded to 32)."""
+    import torch.nn.functional as F
+
+    windows = [F.interpolate(images[:, :, y:y + side, x:x + side], size=(DIGIT_SIDE, DIGIT_SIDE), mode="bilinear",
+                             antialias=True, align_corners=False).clamp(0, 1) for x, y, side in layout.squares]
+    stacked = torch.stack(windows, dim=1).flatten(0, 1)
+    return F.pad(stacked, (pad, pad, pad, pad))
+
+
 def nominal_ink_box(side: int) -> tuple[int, int, int, int]:
     """Where an MNIST digit's ink sits in its ``side`` px square before it is drawn: the central 20 of 28 px (MNIST
     fits each digit into a 20x20 box centred in its 28x28 crop)."""
@@ -144,5 +156,6 @@ def sample_layout(seed: int, cfg: SceneConfig = SceneConfig(), num_classes: int 
     return SceneLayout(cfg.size, tuple(classes), tuple(squares))
 
 
-__all__ = ["DIGIT_SIDE", "SceneConfig", "SceneLayout", "digit_count", "digit_side", "ink_box", "nominal_ink_box",
+__all__ = ["DIGIT_SIDE", "SceneConfig", "SceneLayout", "digit_count", "digit_side", "digit_windows", "ink_box",
+           "nominal_ink_box",
            "overlap_fraction", "place_digit", "randint", "sample_layout"]

@@ -21,10 +21,11 @@ from torch import Tensor
 
 from hynea_pl.metrics.functional.validity import verdict
 from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.scene_layout import SceneLayout, digit_windows
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT, task_class
 
-__all__ = ["judge_case", "judges_task", "sut_decisions"]
+__all__ = ["judge_case", "judges_task", "realism_readings", "sut_decisions"]
 
 
 def judges_task(oracle_task: str, sut_task: str) -> bool:
@@ -46,6 +47,19 @@ def sut_decisions(record: CaseRecord) -> tuple[int | None, int | None]:
     (``target``; the recorded labels when the logits are missing); detection, 1 in the origin (a case starts from a
     detection of its class), then 1 while the class is still among the top-k (0 once flipped)."""
     return task_class(record.task).recorded_decisions(record)
+
+
+def realism_readings(realism: TypicalityTest, images: Tensor, layout: dict | None = None) -> dict[str, Tensor]:
+    """The realism test's ``passed`` and ``score`` for ``images (N, C, H, W)``; for a digit scene (its record's
+    ``layout``), per placed digit (:func:`~hynea_pl.scene_layout.digit_windows`): a scene passes when every digit
+    does, and its score is its least typical digit's."""
+    if layout is None:
+        return realism.readings(images)
+    windows = digit_windows(images, SceneLayout.from_dict(layout))
+    readings = realism.readings(windows)
+    n = len(layout["classes"])
+    return {"passed": readings["passed"].view(len(images), n).all(dim=1),
+            "score": readings["score"].view(len(images), n).amax(dim=1)}
 
 
 @torch.no_grad()
@@ -78,7 +92,7 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
         fields["judge_labels"] = by_name
     realistic = None
     if realism is not None:
-        readings = realism.readings(torch.cat([origin, result]).cpu())
+        readings = realism_readings(realism, torch.cat([origin, result]).cpu(), record.layout)
         realistic = bool(readings["passed"][1])
         fields.update(origin_realistic=bool(readings["passed"][0]), realistic=realistic,
                       realism_score=float(readings["score"][1]))
