@@ -205,3 +205,29 @@ def test_galleries_draw_a_scene_cases_placed_digits():
     pixels = tile.load()
     assert pixels[8, 20] == (230, 30, 30)  # the tested digit's box edge in red (x0 = 4 px at scale 2)
     assert pixels[68, 80] == (40, 160, 255)  # the other digit's in blue
+
+
+def test_a_scene_is_realistic_when_each_placed_digit_is():
+    from hynea_pl.evaluation.judge import realism_readings
+    from hynea_pl.scene_layout import digit_windows
+
+    layout = SceneLayout(64, (3, 7), ((0, 0, 28), (30, 30, 20)))
+    scenes = torch.zeros(2, 1, 64, 64)
+    scenes[0, :, 5:20, 10:15] = 1.0  # ink in the first square of the first scene only
+    windows = digit_windows(scenes, layout)
+    assert windows.shape == (4, 1, 32, 32)  # image-major: scene 0's two digits, then scene 1's
+    assert torch.equal(windows[0, :, 7:22, 12:17], torch.ones(1, 15, 5))  # a 28 px square: unchanged, padded by 2
+    assert float(windows[1:].abs().max()) == 0.0
+
+    class InkIsAtypical:
+        """A realism test that fails a window with ink and scores it by its ink."""
+
+        def readings(self, images):
+            ink = images.flatten(1).amax(dim=1)
+            return {"passed": ink < 0.5, "score": ink}
+
+    readings = realism_readings(InkIsAtypical(), scenes, layout.as_dict())
+    assert readings["passed"].tolist() == [False, True]  # one atypical digit fails its whole scene
+    assert readings["score"].tolist() == [1.0, 0.0]  # the least typical digit's score
+    whole = realism_readings(InkIsAtypical(), scenes)  # no layout: the whole image, as for single digits
+    assert whole["passed"].tolist() == [False, True]
