@@ -209,3 +209,13 @@ def test_keep_loss_is_the_cross_entropy_toward_the_origins_classes_rank_by_rank(
     moved = OUTPUT.clone()
     moved[0, 0] = torch.tensor([0.0, 1.0, 3.0, 0.0])  # the first detection now reads class 2
     assert sut.keep_loss(moved, OUTPUT).item() > sut.keep_loss(OUTPUT, OUTPUT).item()
+
+
+def test_origin_top_k_all_needs_every_top_k_detection_of_the_class(sut):
+    every = YOLODetectorSUT(sut.model, imgsz=64, origin_top_k="all")
+    assert every.is_valid_origin(OUTPUT, 1).tolist() == [False]  # one detection of class 1 among others
+    only = torch.tensor([[[0.1, 3.0, 0.2], [0.0, 2.0, -1.0]]])  # both detections read class 1
+    assert every.is_valid_origin(only, 1).tolist() == [True]
+    assert every.is_valid_origin(only, 0).tolist() == [False]
+    with pytest.raises(ValueError, match="origin_top_k"):
+        YOLODetectorSUT(sut.model, imgsz=64, origin_top_k="most")

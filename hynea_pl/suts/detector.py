@@ -102,6 +102,9 @@ class YOLODetectorSUT(SUT):
     ``weights``: optional state dict to load into it. ``imgsz``: input size, a multiple of the largest stride (32).
     ``origin_confidence``: a valid origin's detection of the case's class must also have a confidence above this
     (0: the paper's rule, any top-k detection whose argmax is the class).
+    ``origin_top_k``: ``"any"`` (the paper's rule): the class is the argmax of at least one top-k detection;
+    ``"all"``: of every one, so the case's top-k are all detections of the class under test (eq. 11, which compares
+    the top-k by rank, then counts only changes of that class's detections).
     """
 
     task = "detection"
@@ -109,7 +112,9 @@ class YOLODetectorSUT(SUT):
 
     def __init__(self, model: str | nn.Module = "yolov8n.pt", imgsz: int = 640, class_id: int | None = None,
                  top_k: int = 5, nc: int | None = None, weights: str | None = None, strict: bool = True,
-                 exclude_target: bool = True, origin_confidence: float = 0.0) -> None:
+                 exclude_target: bool = True, origin_confidence: float = 0.0, origin_top_k: str = "any") -> None:
+        if origin_top_k not in ("any", "all"):
+            raise ValueError(f"origin_top_k must be 'any' or 'all', got {origin_top_k!r}")
         detector = load_yolo(model, nc=nc)
         stride = int(max(getattr(detector, "stride", torch.tensor([32.0])).tolist()))
         if imgsz % stride:
@@ -120,6 +125,7 @@ class YOLODetectorSUT(SUT):
         self.top_k = top_k
         self.exclude_target = exclude_target
         self.origin_confidence = origin_confidence
+        self.origin_top_k = origin_top_k
         self.names = dict(getattr(detector, "names", {}) or {})
 
     @property
@@ -206,12 +212,13 @@ class YOLODetectorSUT(SUT):
 
     def is_valid_origin(self, origin_output: torch.Tensor, condition: int | None) -> torch.Tensor:
         """With a ``condition`` class: it is the argmax of at least one top-k detection (paper 4.5) whose
-        confidence exceeds ``origin_confidence``."""
+        confidence exceeds ``origin_confidence``; with ``origin_top_k: all``, also of every top-k detection."""
         if condition is None:
             return torch.ones(origin_output.shape[0], dtype=torch.bool, device=origin_output.device)
         best = origin_output.max(-1)
-        confident = best.values.sigmoid() > self.origin_confidence
-        return ((best.indices == int(condition)) & confident).any(-1)
+        of_class = best.indices == int(condition)
+        valid = (of_class & (best.values.sigmoid() > self.origin_confidence)).any(-1)
+        return valid & of_class.all(-1) if self.origin_top_k == "all" else valid
 
     # --- the baselines' margin ------------------------------------------------------------------------
     def decision_margin(self, output: torch.Tensor, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
