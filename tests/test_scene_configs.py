@@ -56,7 +56,7 @@ def tiny_scene_args(config: str, root: Path, *extra: str) -> list[str]:
     args = ["fit", "--config", config,
             "--generator.init_args.pretrained", "zoo://tiny/layout_scenes",
             "--generator.init_args.num_inference_steps", "2",
-            "--oracle", str(tiny_oracle(root)),
+            "--oracle", str(tiny_oracle(root)), "--realism.init_args.profile", "tiny",
             "--cases.n_per_class", "1", "--cases.validate_origins", "false",  # tiny models recognise nothing
             "--output.root", str(root)]
     if "attributes" in config:
