@@ -112,7 +112,9 @@ def test_a_layout_replays_from_its_seed_and_its_record(generator):
     assert torch.allclose(both[:1], first, atol=1e-5)
 
 
-def test_the_scene_generator_refuses_what_it_cannot_do(generator):
+def test_the_scene_generator_refuses_what_it_cannot_do(generator, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no layout.json"):
+        LayoutSceneGenerator(str(tmp_path))
     with pytest.raises(TypeError, match="SINVAD needs an autoencoder"):
         require(generator, AUTOENCODER, "SINVAD")
     with pytest.raises(TypeError, match="conditions its cases on more"):

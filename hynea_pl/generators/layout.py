@@ -16,7 +16,6 @@ images are ``(B, 1, size, size)`` in [0, 1].
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ LAYOUT_FILE = "layout.json"
 #: Layout seeds are the case's seed plus this offset, so a layout's draws never share a stream with its noises.
 LAYOUT_SEED_OFFSET = 1 << 40
 
-Layouts = SceneLayout | Sequence[SceneLayout]
 
 
 def write_layout_settings(folder: str | Path, cfg: SceneConfig) -> None:
