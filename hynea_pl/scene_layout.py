@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 #: Side of an MNIST digit's original crop inside the zoo's 32x32 padded images.
@@ -70,7 +71,8 @@ def digit_side(rng: torch.Generator, cfg: SceneConfig) -> int:
     return max(4, round(DIGIT_SIDE * _uniform(rng, cfg.min_scale, cfg.max_scale)))
 
 
-def place_digit(rng: torch.Generator, side: int, local: tuple[int, int, int, int], boxes: list[tuple[int, int, int, int]],
+def place_digit(rng: torch.Generator, side: int, local: tuple[int, int, int, int],
+                boxes: list[tuple[int, int, int, int]],
            first: bool, cfg: SceneConfig) -> tuple[int, int, tuple[int, int, int, int]] | None:
     """A top-left corner ``(x, y)`` for a ``side`` px patch whose ink box inside the patch is ``local``, and that ink
     box in canvas pixels, or ``None`` when ``max_tries`` corners all overlap a placed box by more than
@@ -115,12 +117,17 @@ class SceneLayout:
                    tuple(tuple(int(v) for v in s) for s in data["squares"]))
 
 
+def digit_crops(images: Tensor) -> Tensor:
+    """The 28x28 MNIST crops ``(M, 1, 28, 28)`` of the zoo's padded 32x32 digits (any size >= 28 is centre-cropped)."""
+    h, w = images.shape[-2:]
+    top, left = (h - DIGIT_SIDE) // 2, (w - DIGIT_SIDE) // 2
+    return images[..., top:top + DIGIT_SIDE, left:left + DIGIT_SIDE]
+
+
 def digit_windows(images: Tensor, layout: SceneLayout, pad: int = 2) -> Tensor:
     """Each placed digit of scenes ``images (N, C, S, S)`` (one layout for all) as a single digit image
     ``(N * n, C, 28 + 2 * pad, 28 + 2 * pad)``, image-major: its square resized to 28 px (bilinear, antialiased)
     and padded with black, the inverse of how a digit is drawn into its square (zoo digits are 28 px padded to 32)."""
-    import torch.nn.functional as F
-
     windows = [F.interpolate(images[:, :, y:y + side, x:x + side], size=(DIGIT_SIDE, DIGIT_SIDE), mode="bilinear",
                              antialias=True, align_corners=False).clamp(0, 1) for x, y, side in layout.squares]
     stacked = torch.stack(windows, dim=1).flatten(0, 1)
@@ -156,6 +163,7 @@ def sample_layout(seed: int, cfg: SceneConfig = SceneConfig(), num_classes: int 
     return SceneLayout(cfg.size, tuple(classes), tuple(squares))
 
 
-__all__ = ["DIGIT_SIDE", "SceneConfig", "SceneLayout", "digit_count", "digit_side", "digit_windows", "ink_box",
+__all__ = ["DIGIT_SIDE", "SceneConfig", "SceneLayout", "digit_count", "digit_crops", "digit_side", "digit_windows",
+           "ink_box",
            "nominal_ink_box",
            "overlap_fraction", "place_digit", "randint", "sample_layout"]

@@ -86,7 +86,8 @@ def test_each_digit_stays_in_its_square_and_only_its_own_noise_moves_it(generato
     third = torch.zeros(64, 64, dtype=torch.bool)
     third[y:y + side, x:x + side] = True
     assert not changed[others & ~third].any()
-    boxes = generator.digit_boxes(noise, layout)[0]
+    images, (boxes,) = generator.render(noise, layout)
+    assert torch.equal(images[0, 0], image)  # one sampling gives the scene and its boxes
     assert boxes.shape == (3, 4)
     for (x0, y0, x1, y1), (x, y, side) in zip(boxes.tolist(), layout.squares, strict=True):
         assert x <= x0 < x1 <= x + side and y <= y0 < y1 <= y + side
@@ -184,11 +185,11 @@ def test_gate_scores_on_crafted_detections():
     logits = torch.full((2, 10), -3.0)
     logits[0, [3, 7]] = 2.0  # exactly the layout's set
     logits[1, [1, 4]] = 2.0  # one digit too many
-    scores = layout_scores(layouts, boxes, detections, logits)
+    scores = layout_scores([layout.classes for layout in layouts], boxes, detections, logits)
     assert scores == {"every_digit_detected": 0.5, "attribute_set_exact": 0.5, "digit_detected": pytest.approx(2 / 3)}
     assert digits_found(boxes[0], (3, 7), [[20, 20, 32, 32, 3, 0.9]]) == [False, False]  # right class, wrong place
     with pytest.raises(ValueError, match="one entry per scene"):
-        layout_scores(layouts, boxes[:1], detections, logits)
+        layout_scores([layout.classes for layout in layouts], boxes[:1], detections, logits)
 
 
 def test_galleries_draw_a_scene_cases_placed_digits():

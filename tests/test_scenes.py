@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from hynea_pl.scene_layout import SceneConfig, ink_box, overlap_fraction
-from hynea_pl.zoo.scenes.data import digit_crops, make_scenes
+from hynea_pl.scene_layout import SceneConfig, digit_crops, ink_box, overlap_fraction
+from hynea_pl.zoo.scenes.data import make_scenes
 
 
 def _digits(n: int = 12) -> tuple[torch.Tensor, torch.Tensor]:

@@ -52,7 +52,8 @@ def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: Run
 
     def next_case() -> TestCaseModule | None:
         for case in planned:
-            record, start = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator), time.perf_counter()
+            record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
+            start = time.perf_counter()
             if case.seed is None:
                 record.error = no_origin_error(campaign)
                 folder.append(record)

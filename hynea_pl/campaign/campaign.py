@@ -29,6 +29,7 @@ from hynea_pl.campaign.distributed import Shard, launch
 from hynea_pl.campaign.factory import CaseFactory, Components, build_components, build_trainer_args
 from hynea_pl.evaluation.stability import StabilityVariants
 from hynea_pl.generators import ClassEmbedding, Generator
+from hynea_pl.generators.protocol import conditions_beyond_class
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts import SUT
@@ -243,7 +244,7 @@ def check_batching(selection: CaseSelection, model_class: type[TestCaseModule], 
     conditions each case on more than its class (a scene's layout: a batch's slots hold one image each)."""
     if selection.batch_size <= 1:
         return
-    if generator is not None and type(generator).case_condition is not Generator.case_condition:
+    if generator is not None and conditions_beyond_class(generator):
         raise ValueError(f"cases.batch_size = {selection.batch_size}: {type(generator).__name__} conditions each case "
                          "on its own layout, so its cases run one per Trainer (use --cases.batch_size 1)")
     if model_class.batched_module() is None:

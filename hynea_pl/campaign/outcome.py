@@ -12,8 +12,8 @@ from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.evaluation.judge import judge_case
-from hynea_pl.generators import Generator
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
+from hynea_pl.generators import Generator
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.methods.base import CaseOutcome
 from hynea_pl.metrics import ms_ssim

@@ -28,7 +28,7 @@ from diffusers import DDIMScheduler
 from torch import Tensor
 
 from hynea_pl.generators.base import DiffusionGenerator
-from hynea_pl.generators.protocol import Generator
+from hynea_pl.generators.protocol import conditions_beyond_class
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def check_invertible(generator: Any) -> None:
     """Refuse, in one line, a generator whose sampling chain :class:`DDIMInversion` cannot run backwards."""
     if not isinstance(generator, DiffusionGenerator):
         raise TypeError(f"inversion origins need a diffusion generator, got {type(generator).__name__}")
-    if type(generator).case_condition is not Generator.case_condition:
+    if conditions_beyond_class(generator):
         raise TypeError(f"inversion origins need a generator conditioned on the image's class; "
                         f"{type(generator).__name__} conditions its cases on more (e.g. a scene layout)")
     if not isinstance(generator.scheduler, DDIMScheduler):

@@ -25,7 +25,7 @@ from torch import Tensor
 
 from hynea_pl.generators.class_conditional import ClassConditionalLDM
 from hynea_pl.paths import resolve_path
-from hynea_pl.scene_layout import DIGIT_SIDE, SceneConfig, SceneLayout, ink_box, sample_layout
+from hynea_pl.scene_layout import SceneConfig, SceneLayout, digit_crops, ink_box, sample_layout
 
 #: The layout settings file of a layout generator's folder (beside the LDM's ``unet/``, ``vae/``, ...).
 LAYOUT_FILE = "layout.json"
@@ -153,39 +153,37 @@ class LayoutSceneGenerator(ClassConditionalLDM):
         """Each placed digit's patch ``(1, side, side)``: the decoded digit's 28x28 centre resized to its square."""
         layouts = self._layouts(condition, latents.shape[0])
         slots, _ = self._digits(layouts)
-        digits = super().decode(self._per_digit(latents, slots))
-        h, w = digits.shape[-2:]
-        top, left = (h - DIGIT_SIDE) // 2, (w - DIGIT_SIDE) // 2
-        crops = digits[..., top:top + DIGIT_SIDE, left:left + DIGIT_SIDE]
+        crops = digit_crops(super().decode(self._per_digit(latents, slots)))
         sides = [side for layout in layouts for _, _, side in layout.squares]
         patches = [F.interpolate(crops[i:i + 1], size=(side, side), mode="bilinear", antialias=True,
                                  align_corners=False)[0].clamp(0, 1) for i, side in enumerate(sides)]
         return layouts, patches
+
+    def _composite(self, layouts: list[SceneLayout], patches: list[Tensor]) -> Tensor:
+        """The digits' ``patches`` (layout-major) in their squares, pixel-wise maximum: ``(B, 1, size, size)``."""
+        size = self.layout.size
+        scenes, i = [], 0
+        for layout in layouts:
+            canvas = patches[i].new_zeros(1, size, size)
+            for x, y, side in layout.squares:
+                canvas = torch.maximum(canvas, F.pad(patches[i], (x, size - x - side, y, size - y - side)))
+                i += 1
+            scenes.append(canvas)
+        return torch.stack(scenes)
 
     def decode(self, latents: Tensor, condition: Any = None) -> Tensor:
         """Scene latents ``(B, K * C, h, w)`` -> scenes ``(B, 1, size, size)`` in [0, 1]: each digit in its square,
         composited by pixel-wise maximum (differentiable)."""
         if condition is None:
             raise TypeError("LayoutSceneGenerator.decode needs the scenes' layouts (decode(latents, layout))")
-        layouts, patches = self.digit_patches(latents, condition)
-        size = self.layout.size
-        scenes, i = [], 0
-        for layout in layouts:
-            canvas = latents.new_zeros(1, size, size)
-            for x, y, side in layout.squares:
-                placed = F.pad(patches[i], (x, size - x - side, y, size - y - side))
-                canvas = torch.maximum(canvas, placed)
-                i += 1
-            scenes.append(canvas)
-        return torch.stack(scenes)
+        return self._composite(*self.digit_patches(latents, condition))
 
     @torch.no_grad()
-    def digit_boxes(self, noise: Tensor, condition: Any) -> list[Tensor]:
-        """Per scene, the ink box ``(n, 4)`` of each of its digits (xyxy canvas pixels, exclusive ends, the training
-        scenes' convention: pixels > ``ink_threshold`` of the digit's own patch); a digit with no ink gets its
-        square."""
-        latents = self.denoise(noise, condition)
-        layouts, patches = self.digit_patches(latents, condition)
+    def render(self, noise: Tensor, condition: Any) -> tuple[Tensor, list[Tensor]]:
+        """One sampling of the scenes: the images ``(B, 1, size, size)`` (as :meth:`sample`) and, per scene, the ink
+        box ``(n, 4)`` of each digit (xyxy canvas pixels, exclusive ends, the training scenes' convention: pixels >
+        ``ink_threshold`` of the digit's own patch; a digit with no ink gets its square)."""
+        layouts, patches = self.digit_patches(self.denoise(noise, condition), condition)
         boxes, i = [], 0
         for layout in layouts:
             rows = []
@@ -194,13 +192,13 @@ class LayoutSceneGenerator(ClassConditionalLDM):
                 rows.append([x + local[0], y + local[1], x + local[2], y + local[3]])
                 i += 1
             boxes.append(torch.tensor(rows, dtype=torch.float32))
-        return boxes
+        return self._composite(layouts, patches), boxes
 
     def describe_condition(self, condition: Any, noise: Tensor) -> dict:
         """What a record keeps of a case's layout: ``size``, ``classes``, ``squares`` and the origin's ink
         ``boxes``."""
         layout = self._layouts(condition, 1)[0]
-        return {**layout.as_dict(), "boxes": self.digit_boxes(noise[:1], layout)[0].int().tolist()}
+        return {**layout.as_dict(), "boxes": self.render(noise[:1], layout)[1][0].int().tolist()}
 
 
 __all__ = ["LAYOUT_FILE", "LayoutSceneGenerator", "read_layout_settings", "write_layout_settings"]

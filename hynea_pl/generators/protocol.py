@@ -1,9 +1,10 @@
 """What every test-generation method needs from a frozen generator, and the optional points some methods adapt.
 
 :class:`Generator` is the common surface, read off the methods and the campaign: a case's origin is
-``generator.sample(generator.initial_noise(seed), generator.case_condition(origin_class, seed))`` (``hynea_pl.methods.origin``, the campaign's
-origin validation), population searches render their genomes with :meth:`Generator.sample` in the shape
-:attr:`Generator.latent_shape` (GIFTbench), and the campaign moves the generator to a :attr:`Generator.device`.
+``generator.sample(generator.initial_noise(seed), generator.case_condition(origin_class, seed))``
+(``hynea_pl.methods.origin``, the campaign's origin validation), population searches render their genomes with
+:meth:`Generator.sample` in the shape :attr:`Generator.latent_shape` (GIFTbench), and the campaign moves the
+generator to a :attr:`Generator.device`.
 Diffusion families extend it (:class:`~hynea_pl.generators.base.DiffusionGenerator`); the style-based GAN
 (:class:`~hynea_pl.generators.stylegan.StyleGANGenerator`) implements it directly.
 
@@ -106,6 +107,12 @@ AUTOENCODER = Capability("an autoencoder", ("encode", "decode"))
 GUIDANCE = Capability("classifier-free guidance", ("guidance_scale", "encode_condition"))
 
 
+def conditions_beyond_class(generator: Any) -> bool:
+    """Whether ``generator`` conditions a case on more than its class (its own :meth:`Generator.case_condition`,
+    e.g. a scene's layout): such cases cannot share a batch or start from an inverted image."""
+    return type(generator).case_condition is not Generator.case_condition
+
+
 def require(generator: Any, capability: Capability, method: str) -> None:
     """A one-line ``TypeError`` when ``generator`` lacks ``capability``, naming ``method``, the generator's class and
     the missing members."""
@@ -115,4 +122,5 @@ def require(generator: Any, capability: Capability, method: str) -> None:
                         f"{', '.join(missing)}")
 
 
-__all__ = ["AUTOENCODER", "GUIDANCE", "HYPERNET_ADAPTER", "Capability", "Generator", "require"]
+__all__ = ["AUTOENCODER", "GUIDANCE", "HYPERNET_ADAPTER", "Capability", "Generator", "conditions_beyond_class",
+           "require"]

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hynea_pl.scene_layout import DIGIT_SIDE, SceneConfig, digit_count, digit_side, ink_box, place_digit, randint
+from hynea_pl.scene_layout import (DIGIT_SIDE, SceneConfig, digit_count, digit_crops, digit_side, ink_box, place_digit,
+                                   randint)
 from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
 
 @dataclass(frozen=True)
@@ -50,13 +51,6 @@ class DigitScenes:
     def counts(self) -> Tensor:
         """Digits per scene ``(N,)``."""
         return torch.tensor([len(labels) for labels in self.labels])
-
-
-def digit_crops(images: Tensor) -> Tensor:
-    """The 28x28 MNIST crops ``(M, 1, 28, 28)`` of the zoo's padded 32x32 digits (any size >= 28 is centre-cropped)."""
-    h, w = images.shape[-2:]
-    top, left = (h - DIGIT_SIDE) // 2, (w - DIGIT_SIDE) // 2
-    return images[..., top:top + DIGIT_SIDE, left:left + DIGIT_SIDE]
 
 
 def draw_scene(crops: Tensor, labels: Tensor, rng: torch.Generator, cfg: SceneConfig) -> tuple[Tensor, Tensor, Tensor]:
@@ -109,4 +103,4 @@ def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
     return train, test
 
 
-__all__ = ["DigitScenes", "SceneConfig", "digit_crops", "draw_scene", "make_scenes", "scene_split"]
+__all__ = ["DigitScenes", "SceneConfig", "draw_scene", "make_scenes", "scene_split"]

@@ -1,5 +1,5 @@
-"""The ``layout_scenes`` zoo extra: the digit scenes' generator, the MNIST zoo's class-conditional LDM drawing each digit
-of a seeded layout (:class:`~hynea_pl.generators.LayoutSceneGenerator`), gated on the scene SUTs.
+"""The ``layout_scenes`` zoo extra: the digit scenes' generator, the MNIST zoo's class-conditional LDM drawing each
+digit of a seeded layout (:class:`~hynea_pl.generators.LayoutSceneGenerator`), gated on the scene SUTs.
 
 Nothing is trained: the entry is the zoo's ``ldm`` folder (``unet/``, ``vae/``, ``scheduler/``,
 ``class_embedding/``) plus ``layout.json``, the :class:`~hynea_pl.scene_layout.SceneConfig` the training scenes
@@ -10,7 +10,8 @@ Gates (fatal where a threshold is given), on ``n_scenes`` scenes sampled from la
 (:data:`GATE_SEED` on), with the configs' sampling (DDIM, 20 steps, guidance 3):
 
 - ``every_digit_detected``: the fraction of scenes in which the ``detector_sut`` finds every placed digit: a
-  detection of confidence > 0.25 (ultralytics' default for predictions) of the digit's class whose box overlaps the digit's ink box with IoU >= 0.5
+  detection of confidence > 0.25 (ultralytics' default for predictions) of the digit's class whose box overlaps the
+  digit's ink box with IoU >= 0.5
   (:func:`layout_scores`; >= 0.90 for ``full``);
 - ``attribute_set_exact``: the fraction in which the ``attribute_sut``'s set of present digits (logit > 0) equals
   the layout's set of classes (>= 0.80 for ``full``);
@@ -33,7 +34,7 @@ from torchvision.utils import save_image
 
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
-from hynea_pl.scene_layout import SceneConfig, SceneLayout
+from hynea_pl.scene_layout import SceneConfig
 from hynea_pl.zoo.scenes.data import make_scenes
 from hynea_pl.zoo.scenes.scoring import load_cross_suts, present_attributes, scene_detections
 
@@ -106,20 +107,20 @@ def digits_found(boxes: torch.Tensor, classes: Sequence[int], rows: Sequence[Seq
     return found
 
 
-def layout_scores(layouts: Sequence[SceneLayout], boxes: Sequence[torch.Tensor],
+def layout_scores(classes: Sequence[Sequence[int]], boxes: Sequence[torch.Tensor],
                   detections: Sequence[Sequence[Sequence[float]]], logits: torch.Tensor) -> dict[str, float]:
-    """The module doc's scores of scenes drawn from ``layouts``, with their digits' ink ``boxes`` (one ``(n, 4)`` per
-    scene), the detector's ``detections`` (every candidate's row per scene) and the attribute SUT's ``logits (N,
-    10)``."""
-    if not len(layouts) == len(boxes) == len(detections) == len(logits):
-        raise ValueError(f"scores need one entry per scene, got {len(layouts)} layouts, {len(boxes)} boxes, "
+    """The module doc's scores of scenes whose placed digits have ``classes`` (one sequence per scene) and ink
+    ``boxes`` (one ``(n, 4)`` per scene), from the detector's ``detections`` (every candidate's row per scene) and the
+    attribute SUT's ``logits (N, 10)``."""
+    if not len(classes) == len(boxes) == len(detections) == len(logits):
+        raise ValueError(f"scores need one entry per scene, got {len(classes)} class lists, {len(boxes)} boxes, "
                          f"{len(detections)} detections and {len(logits)} logits")
-    found = [digits_found(b, layout.classes, rows) for layout, b, rows in zip(layouts, boxes, detections, strict=True)]
-    n = max(len(layouts), 1)
+    found = [digits_found(b, cls, rows) for cls, b, rows in zip(classes, boxes, detections, strict=True)]
+    n = max(len(classes), 1)
     return {
         "every_digit_detected": sum(all(f) for f in found) / n,
-        "attribute_set_exact": sum(present_attributes(row) == set(layout.classes)
-                                   for layout, row in zip(layouts, logits, strict=True)) / n,
+        "attribute_set_exact": sum(present_attributes(row) == {int(c) for c in cls}
+                                   for cls, row in zip(classes, logits, strict=True)) / n,
         "digit_detected": sum(sum(f) for f in found) / max(sum(len(f) for f in found), 1),
     }
 
@@ -133,27 +134,27 @@ def measure_layout_scenes(gates: LayoutScenesGates, entry: Path, context: BuildC
     generator = load_layout_generator(entry, num_inference_steps=gates.num_inference_steps,
                                       guidance_scale=gates.guidance_scale)
     detector, attributes = load_cross_suts(context)
-    layouts, boxes, images = [], [], []
+    classes, boxes, images = [], [], []
     seeds = range(GATE_SEED, GATE_SEED + gates.n_scenes)
     with StepProgress("zoo layout_scenes: gate scenes", gates.n_scenes, unit="scene", console=train.console) as bar:
         for start in range(0, gates.n_scenes, gates.batch_size):
             batch = seeds[start:start + gates.batch_size]
             drawn = [generator.case_condition(None, seed) for seed in batch]
             noise = torch.cat([generator.initial_noise(seed) for seed in batch])
-            images.append(generator.sample(noise, drawn))
-            boxes += generator.digit_boxes(noise, drawn)
-            layouts += drawn
+            drawn_images, scene_boxes = generator.render(noise, drawn)
+            images.append(drawn_images)
+            boxes += scene_boxes
+            classes += [layout.classes for layout in drawn]
             bar.update(len(batch))
     scenes = torch.cat(images)
     save_image(scenes[:32], out / "samples.png", nrow=8)
     logits = torch.cat([attributes(scenes[i:i + 50]) for i in range(0, len(scenes), 50)])
-    scores = layout_scores(layouts, boxes, scene_detections(detector, scenes), logits)
+    scores = layout_scores(classes, boxes, scene_detections(detector, scenes), logits)
     data = context.data
     real = make_scenes(data.test_images, data.test_labels, gates.n_scenes, REAL_SCENE_SEED, generator.layout)
-    real_layouts = [SceneLayout(real.images.shape[-1], tuple(int(c) for c in labels),
-                                tuple((0, 0, 1) for _ in labels)) for labels in real.labels]  # only classes are read
     real_logits = torch.cat([attributes(real.images[i:i + 50]) for i in range(0, len(real), 50)])
-    real_scores = layout_scores(real_layouts, real.boxes, scene_detections(detector, real.images), real_logits)
+    real_scores = layout_scores([labels.tolist() for labels in real.labels], real.boxes,
+                                scene_detections(detector, real.images), real_logits)
     return [
         Gate("every_digit_detected", scores["every_digit_detected"], gates.min_every_digit_detected),
         Gate("attribute_set_exact", scores["attribute_set_exact"], gates.min_attribute_set_exact),
@@ -171,5 +172,6 @@ ZOO_COMPONENTS = (
     ),
 )
 
-__all__ = ["GATE_CONFIGS", "GATE_SEED", "REAL_SCENE_SEED", "LayoutScenesConfig", "LayoutScenesGates", "TRAIN_CONFIGS", "digits_found",
+__all__ = ["GATE_CONFIGS", "GATE_SEED", "REAL_SCENE_SEED", "LayoutScenesConfig", "LayoutScenesGates", "TRAIN_CONFIGS",
+           "digits_found",
            "layout_scores", "load_layout_generator", "measure_layout_scenes", "write_layout_entry"]
