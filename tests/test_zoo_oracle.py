@@ -12,7 +12,7 @@ from hynea_pl.zoo.augment import (
 )
 from hynea_pl.zoo.cache import is_complete
 from hynea_pl.zoo.mnist.classifier import DigitCNN
-from hynea_pl.zoo.mnist.oracle import ORACLE_NAMES, OracleClassifier, OracleNet, augment
+from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
 from hynea_pl.zoo.mnist.profiles import OracleConfig, get_profile
 from hynea_pl.zoo.mnist.zoo import COMPONENTS, Zoo
 
@@ -37,7 +37,8 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
         config = json.loads((entry / "config.json").read_text())
         classes[name] = config["class_path"]
         assert config["preprocess"] == {"size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}
-        assert config["role"] == name and (entry / "model.safetensors").is_file()
+        assert config["role"] == name
+        assert (entry / "model.safetensors").is_file() == (name != KNN_JUDGE)  # the k-NN keeps a recipe (below)
         assert json.loads((entry / "build.json").read_text())["build_s"] > 0
         seeds.add(config["training"]["seed"])
     assert classes == {"steer-cnn": "hynea_pl.zoo.mnist.classifier.DigitCNN",
@@ -90,9 +91,9 @@ def test_zoo_uri_resolves_each_member_to_its_state_dict(tiny_zoo):
     from hynea_pl.suts.preprocess import Preprocess
     from hynea_pl.zoo import resolve_zoo_uri
 
-    for name in ORACLE_NAMES:
-        assert resolve_zoo_uri(f"zoo://tiny/{name}") == tiny_zoo.entries[name] / "model.safetensors"
-        assert resolve_path(f"zoo://tiny/{name}") == tiny_zoo.entries[name] / "model.safetensors"
+    for name in ORACLE_NAMES:  # the k-NN member has no state dict: its entry folder holds its reference's recipe
+        target = tiny_zoo.entries[name] / ("" if name == KNN_JUDGE else "model.safetensors")
+        assert resolve_zoo_uri(f"zoo://tiny/{name}") == target and resolve_path(f"zoo://tiny/{name}") == target
     # as a classifier in YAML: class_path OracleNet + init_args + weights zoo://tiny/oracle-1 + preprocess
     init_args = json.loads((tiny_zoo.entries["oracle-1"] / "config.json").read_text())["init_args"]
     sut = ClassifierSUT(OracleNet(**init_args), weights="zoo://tiny/oracle-1",
@@ -238,3 +239,20 @@ def test_knn_distances_follow_a_loaded_reference():
     model.load_state_dict({"reference": other, "labels": labels})
     queries = torch.rand(3, 8)
     torch.testing.assert_close(model.distances(queries), torch.cdist(queries, other), atol=1e-4, rtol=1e-4)
+
+
+def test_the_knn_entry_keeps_a_recipe_and_derives_its_reference_from_the_training_digits(tiny_zoo):
+    """No M x D floats in the cache: the reference is the profile's training split, augmented by the member's config."""
+    from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.knn import reference_embeddings
+
+    entry = tiny_zoo.entries[KNN_JUDGE]
+    assert not (entry / "model.safetensors").exists()
+    profile, judge = tiny_zoo.profile, tiny_zoo.oracle(KNN_JUDGE)
+    data = load_digits(profile.data.n_test, profile.data.split_seed, profile.data.n_train)
+    reference, labels = reference_embeddings(data.train_images, data.train_labels, profile.oracles[KNN_JUDGE])
+    assert len(reference) == 9 * len(data.train_labels)  # every shift in [-1, 1]^2, no rotations or elastic copies
+    torch.testing.assert_close(judge.reference, reference)
+    assert torch.equal(judge.labels, labels)
+    # it reads the training digits it was derived from
+    assert (judge(data.train_images[:50]).argmax(1) == data.train_labels[:50]).float().mean() > 0.9

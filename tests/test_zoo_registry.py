@@ -87,7 +87,7 @@ def test_members_build_load_and_resolve_through_the_registry(tiny_zoo):
     assert built.entries == tiny_zoo.entries and built.quality == tiny_zoo.quality
     loaded, cached = registry.load_component("tiny", "sut").state_dict(), tiny_zoo.sut().state_dict()
     assert loaded.keys() == cached.keys() and all(torch.equal(loaded[k], cached[k]) for k in loaded)
-    assert registry.resolve_zoo_uri("zoo://tiny/judge-knn") == tiny_zoo.entries["judge-knn"] / "model.safetensors"
+    assert registry.resolve_zoo_uri("zoo://tiny/judge-knn") == tiny_zoo.entries["judge-knn"]  # no weights: a recipe
     assert registry.resolve_zoo_uri("zoo://tiny/autoencoder") == tiny_zoo.entries["autoencoder"]
     with pytest.raises(ValueError, match="unknown zoo component in 'zoo://tiny/zoo'"):
         registry.resolve_zoo_uri("zoo://tiny/zoo")

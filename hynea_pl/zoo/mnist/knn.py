@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.zoo.augment import affine, random_elastic
+from hynea_pl.zoo.mnist.profiles import KNNOracleConfig
 
 #: The judge's family (see :func:`hynea_pl.suts.model_families`): no network at all.
 KNN_FAMILY = "knn"
@@ -42,13 +43,20 @@ def deskew(images: torch.Tensor) -> torch.Tensor:
 
 
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable Gaussian blur of ``(B, 1, H, W)`` (radius ``3 sigma``, zero padding)."""
+    """Separable Gaussian blur of ``(B, 1, H, W)`` (radius ``3 sigma``, zero padding), as two products with banded
+    ``H x H`` and ``W x W`` matrices (on a CPU ~20x faster than a 1-channel convolution over many small images)."""
     radius = max(1, round(3 * sigma))
     taps = torch.arange(-radius, radius + 1, dtype=images.dtype)
     kernel = torch.exp(-(taps**2) / (2 * sigma**2))
     kernel = kernel / kernel.sum()
-    images = F.conv2d(images, kernel.view(1, 1, 1, -1), padding=(0, radius))
-    return F.conv2d(images, kernel.view(1, 1, -1, 1), padding=(radius, 0))
+
+    def band(n: int) -> torch.Tensor:  # band[i, j] = kernel[j - i + radius]: output pixel i reads input pixel j
+        offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+        near = offset.abs() <= radius
+        return torch.where(near, kernel[(offset + radius).clamp(0, 2 * radius)], torch.zeros((), dtype=images.dtype))
+
+    h, w = images.shape[-2:]
+    return band(h).to(images.device) @ images @ band(w).T.to(images.device)
 
 
 def digit_embedding(images: torch.Tensor, blur_sigma: float) -> torch.Tensor:
@@ -71,6 +79,19 @@ def augmented_reference(images: torch.Tensor, labels: torch.Tensor, shift: int, 
         copies.append(affine(straight, torch.full((n,), degrees), torch.ones(n), torch.zeros(n, 2)))
     copies += [random_elastic(straight, 1.0, elastic_alpha, elastic_grid, generator) for _ in range(elastic_copies)]
     return torch.cat(copies), labels.repeat(len(copies))
+
+
+def reference_embeddings(images: torch.Tensor, labels: torch.Tensor,
+                         cfg: KNNOracleConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k-NN judge's reference, derived from its training digits ``images (N, 1, H, W)`` and ``labels (N,)`` by
+    ``cfg`` (augmentation drawn from ``cfg.seed``): embeddings ``(M, H * W)`` and labels ``(M,)``. Deterministic, so a
+    zoo entry stores the recipe, not the ``M x H * W`` floats. Embedded in chunks: the peak is the augmented digits
+    and their embeddings, not four copies of them."""
+    augmented, augmented_labels = augmented_reference(
+        images, labels, cfg.shift, tuple(cfg.rotations), cfg.elastic_copies, cfg.elastic_alpha, cfg.elastic_grid,
+        torch.Generator().manual_seed(cfg.seed))
+    embeddings = torch.cat([digit_embedding(chunk, cfg.blur_sigma) for chunk in augmented.split(8192)])
+    return embeddings, augmented_labels
 
 
 class KNNDigitClassifier(nn.Module):

@@ -8,6 +8,7 @@ timm's ConvMixer (``judge-convmixer``) and a k-NN vote over deskewed pixels (``j
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -23,12 +24,14 @@ from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, ra
 from hynea_pl.zoo.cache import import_class
 from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize
 from hynea_pl.zoo.mnist.data import NUM_CLASSES
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
-from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, OracleConfig
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, reference_embeddings
+from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
 
 #: The members' roles: the steering member may guide a search, the judges never do.
+#: The k-NN member: no weights, its reference is derived from the training digits at load.
+KNN_JUDGE = "judge-knn"
 ORACLE_ROLES: dict[str, list[str]] = {"steering": ["steer-cnn"],
-                                      "judges": ["oracle-1", "oracle-2", "judge-convmixer", "judge-knn"]}
+                                      "judges": ["oracle-1", "oracle-2", "judge-convmixer", KNN_JUDGE]}
 ORACLE_NAMES: tuple[str, ...] = (*ORACLE_ROLES["steering"], *ORACLE_ROLES["judges"])
 
 
@@ -127,15 +130,32 @@ def oracle_role(name: str) -> str:
 
 def load_oracle(entry: Path) -> nn.Module:
     """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images: an
-    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.mnist.knn.KNNDigitClassifier`."""
+    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.mnist.knn.KNNDigitClassifier`
+    (its reference derived from the recipe in ``config.json``, or read from an entry that stored it)."""
     config = json.loads((entry / "config.json").read_text())
-    state = load_file(str(entry / "model.safetensors"))
     network_class = import_class(config["class_path"])
+    weights = entry / "model.safetensors"
     if network_class is KNNDigitClassifier:
-        return KNNDigitClassifier(state["reference"], state["labels"], **config["init_args"]).eval()
+        if weights.is_file():
+            state = load_file(str(weights))
+            reference, labels = state["reference"], state["labels"]
+        else:
+            reference, labels = knn_reference(json.dumps(config["reference"], sort_keys=True))
+        return KNNDigitClassifier(reference, labels, **config["init_args"]).eval()
     network = network_class(**config["init_args"])
-    network.load_state_dict(state)
+    network.load_state_dict(load_file(str(weights)))
     return OracleClassifier(network)
+
+
+@functools.lru_cache(maxsize=2)
+def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the digit split's
+    :class:`~hynea_pl.zoo.mnist.profiles.DataConfig` and the :class:`KNNOracleConfig`), derived once per process."""
+    from hynea_pl.zoo.mnist.data import load_digits
+
+    recipe = json.loads(recipe)
+    data = load_digits(**recipe["data"])
+    return reference_embeddings(data.train_images, data.train_labels, KNNOracleConfig(**recipe["knn"]))
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -19,10 +19,10 @@ from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.mnist.classifier import ClassifierTraining, DigitCNN
 from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
 from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, augmented_reference, digit_embedding
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
 from hynea_pl.zoo.mnist.oracle import OracleTraining, oracle_network, oracle_role
 from hynea_pl.zoo.mnist.profiles import (
-    AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
+    AutoencoderConfig, ClassifierConfig, DataConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
 )
 from hynea_pl.zoo.train import console, fit
 
@@ -54,34 +54,34 @@ def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: s
     return model
 
 
-def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Path, name: str) -> nn.Module:
-    """Train (or, for the k-NN member, fit) a validity-oracle member and save it like a classifier:
-    ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing, role)."""
+def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Path, name: str,
+                 split: DataConfig | None = None) -> None:
+    """Train a validity-oracle member and save it like a classifier: ``model.safetensors`` + ``config.json`` (class
+    path, init args, preprocessing, role). The k-NN member has no weights: its ``config.json`` holds the recipe of
+    its reference (``split``, the digit split ``data`` was loaded by, and ``cfg``), derived again at load
+    (:func:`~hynea_pl.zoo.mnist.oracle.load_oracle`)."""
     torch.manual_seed(cfg.seed)
     start = time.perf_counter()
+    extra = {}
     if isinstance(cfg, KNNOracleConfig):
+        if split is None:
+            raise ValueError("the k-NN oracle member needs the digit split's config to record its reference")
         console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
-        images, labels = augmented_reference(
-            data.train_images, data.train_labels, cfg.shift, cfg.rotations, cfg.elastic_copies, cfg.elastic_alpha,
-            cfg.elastic_grid, torch.Generator().manual_seed(cfg.seed))
-        model = KNNDigitClassifier(digit_embedding(images, cfg.blur_sigma), labels, cfg.k, cfg.blur_sigma)
         class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
             "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": NUM_CLASSES}
-        state = {"reference": model.reference.contiguous(), "labels": model.labels.contiguous()}
+        extra = {"reference": {"data": dataclasses.asdict(split), "knn": dataclasses.asdict(cfg)}}
     else:
         model, class_path, init_args = oracle_network(cfg)
         console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
         fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
             cfg.max_steps, cfg.seed, name=name)
-        state = model.eval().state_dict()
-    save_file(state, str(out / "model.safetensors"))
+        save_file(model.eval().state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": class_path, "init_args": init_args,
         "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name),
-        "training": dataclasses.asdict(cfg), "build_s": time.perf_counter() - start,
+        "training": dataclasses.asdict(cfg), **extra, "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    return model
 
 
 def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> AutoencoderKL:

@@ -25,7 +25,7 @@ from hynea_pl.zoo.mnist import train
 from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier
 from hynea_pl.zoo.mnist.embedder import DigitEmbedder, load_embedder
 from hynea_pl.zoo.mnist.gates import generate_digits, measure_model_gates, measure_oracle_gates
-from hynea_pl.zoo.mnist.oracle import ORACLE_NAMES, ORACLE_ROLES, load_oracle
+from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
 from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile, get_profile
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_component, component_paths, load_component
@@ -155,8 +155,9 @@ ZOO_COMPONENTS: tuple[Component, ...] = (
             load_generator, depends=("autoencoder",),
             description="class-conditional LDM on the autoencoder's latents (LatentDiffusionGenerator folder)"),
     *(_member(name, _oracle_config(name),
-              lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, out, name),
-              load_oracle, "model.safetensors", description=f"validity-oracle member ({name})")
+              lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, out, name, ctx.profile.data),
+              load_oracle, "" if name == KNN_JUDGE else "model.safetensors",
+              description=f"validity-oracle member ({name})")
       for name in ORACLE_NAMES),
     Component(name=BASE_ZOO, train_configs=None, gate_configs=lambda p: p.gates, train=None,
               measure=measure_base_zoo, load=None, depends=COMPONENTS, gate_inputs=lambda p: (p.sampler,),
