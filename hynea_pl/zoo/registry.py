@@ -302,7 +302,7 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
                          higher_is_better=False, fatal=False)
         quality = {"profile": profile.name, **header, "gates": [g.as_dict() for g in (*gates, time_gate)]}
         if component.is_bundle:
-            quality["entries"] = {name: str(entry) for name, entry in built.entries.items()}
+            quality["entries"] = {name: entry.name for name, entry in built.entries.items()}  # in the zoo folder
         (staging / "quality.json").write_text(json.dumps(quality, indent=2))
         failed = [g.name for g in gates if not g.passed]
         if verbose or failed:
