@@ -1,4 +1,4 @@
-"""Shared fixtures: offline guards, a tiny zoo built once per session with the network blocked."""
+"""Shared fixtures: offline guards, the fixed tiny zoo (``tests/data/tiny_zoo``) in a temporary cache."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from offline_guard import network_blocked
+from tiny_zoo import install
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
@@ -25,15 +26,13 @@ def no_network() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def tiny_zoo_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A cache folder holding a freshly built tiny zoo (built once per session, with the network blocked)."""
+    """A cache folder holding the fixed tiny zoo (``tests/data/tiny_zoo``: the base zoo, the StyleGAN and the scene
+    models but the detector), copied once per session, never trained (:mod:`tiny_zoo`)."""
     cache = tmp_path_factory.mktemp("hynea_cache")
     previous = os.environ.get("HYNEA_PL_CACHE")
     os.environ["HYNEA_PL_CACHE"] = str(cache)
     try:
-        from hynea_pl.zoo import build_zoo
-
-        with network_blocked():
-            build_zoo("tiny", verbose=False)
+        install(cache)
         yield str(cache)
     finally:
         if previous is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from offline_guard import network_blocked
+from tiny_zoo import install
 
 from hynea_pl.suts import BinaryAttributeSUT
 from hynea_pl.zoo.mnist.oracle import OracleNet
@@ -21,12 +21,9 @@ NAMES = ("attribute_sut", "attribute_oracle")
 
 @pytest.fixture(scope="module")
 def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A cache holding both tiny extras (and nothing else: no MNIST demo zoo), built with the network blocked."""
+    """A cache holding both fixed tiny extras (and nothing else: no MNIST demo zoo)."""
     cache = tmp_path_factory.mktemp("scene_attributes_cache")
-    with pytest.MonkeyPatch.context() as patch, network_blocked():
-        patch.setenv("HYNEA_PL_CACHE", str(cache))
-        for name in NAMES:
-            build_component("tiny", name, verbose=False)
+    install(cache, NAMES)
     yield cache
 
 

@@ -66,12 +66,21 @@ def test_one_training_step_updates_both_networks_and_tracks_w_avg():
     assert torch.equal(module.g_ema.mapping.w_avg, G.mapping.w_avg)
 
 
-def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wrapper(tiny_zoo):
+def test_the_tiny_extra_builds_on_first_use_with_its_gates_and_plugs_into_the_wrapper(tmp_path, monkeypatch):
+    from offline_guard import network_blocked
+    from tiny_zoo import install
+
     from hynea_pl.generators.stylegan import StyleGANGenerator
+    from hynea_pl.zoo import load_zoo
     from hynea_pl.zoo.cache import is_complete
     from hynea_pl.zoo.registry import build_component, component_paths
 
-    built = build_component("tiny", "stylegan", verbose=False)
+    install(tmp_path, ["zoo"])  # the fixed base zoo its gates use; the StyleGAN is trained here
+    monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
+    tiny_zoo = load_zoo("tiny")
+    assert not component_paths("tiny", "stylegan")[0].exists()
+    with network_blocked():
+        built = build_component("tiny", "stylegan", verbose=False)
     assert is_complete(built.entry) and is_complete(built.manifest)
     names = [g["name"] for g in built.quality["gates"]]
     assert names == ["sut_accuracy_psi1", "sut_worst_class_accuracy_psi1", "oracle_judges_accuracy_psi1", "fid_psi1",

@@ -31,6 +31,29 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
     assert not list(tiny_zoo.manifest_dir.parent.glob("*.partial-*"))
 
 
+def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_close_to_theirs(tmp_path, monkeypatch):
+    """The one test that trains the tiny base zoo: the cache folders the fixed zoo keeps (tests/data/tiny_zoo), and
+    gates near its. Training rounds differently on each CPU, so the trained gates are compared loosely; the k-NN judge
+    trains nothing, so its accuracy is nearly exact."""
+    from offline_guard import network_blocked
+    from tiny_zoo import COMMITTED, folders
+
+    monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
+    with network_blocked():
+        zoo = build_zoo("tiny", verbose=False)
+    assert sorted(p.name for p in (tmp_path / "zoo").iterdir()) == sorted(folders(["zoo"]))
+    kept = json.loads((COMMITTED / "zoo" / zoo.manifest_dir.name / "quality.json").read_text())["gates"]
+    trained = {gate["name"]: gate["value"] for gate in zoo.quality["gates"]}
+    assert list(trained) == [gate["name"] for gate in kept]
+    kept = {gate["name"]: gate["value"] for gate in kept}
+    for name, value in trained.items():
+        if name != "build_time_s":
+            assert 0.0 <= value <= 1.0, name
+    assert abs(trained["judge-knn_accuracy"] - kept["judge-knn_accuracy"]) <= 0.02
+    for name in ("sut_accuracy", "steer-cnn_accuracy", "oracle-1_accuracy", "judge-convmixer_accuracy"):
+        assert abs(trained[name] - kept[name]) <= 0.25, (name, trained[name], kept[name])
+
+
 def test_reload_is_identical_and_does_not_retrain(tiny_zoo, monkeypatch):
     from hynea_pl.zoo.mnist import train
 
