@@ -21,8 +21,9 @@ CONFIGS: dict[str, tuple[str, ...]] = {
 
 
 def tiny_fit_args(method: str, root: Path, budget: int, max_steps: int = 100,
-                  classes: Sequence[int] = (1, 7)) -> list[str]:
-    """A method's shipped config pointed at the tiny zoo: one case for each of ``classes`` (default 1 and 7)."""
+                  classes: Sequence[int] = (1, 7), sut: Sequence[str] = ()) -> list[str]:
+    """A method's shipped config pointed at the tiny zoo: one case for each of ``classes`` (default 1 and 7); ``sut``:
+    arguments that replace the tiny zoo's SUT (e.g. :data:`tiny_components.DIGIT_CENTROIDS`)."""
     config, *method_args = CONFIGS[method]
     return [
         "fit", "--config", config, *method_args,
@@ -35,7 +36,7 @@ def tiny_fit_args(method: str, root: Path, budget: int, max_steps: int = 100,
         "--cases.classes", json.dumps(list(classes)), "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
         "--trainer.max_steps", str(max_steps), "--budget.max_evals", str(budget),
-        "--output.root", str(root),
+        "--output.root", str(root), *sut,
     ]
 
 

@@ -14,7 +14,7 @@ import torch
 from diffusers import EulerDiscreteScheduler
 from method_runs import records
 from PIL import Image
-from tiny_components import tiny_generator
+from tiny_components import DIGIT_CENTROIDS, tiny_generator
 
 from hynea_pl.campaign.cases import CaseSelection
 from hynea_pl.campaign.records import TEST_IMAGES_FILE
@@ -114,9 +114,11 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
 
 @pytest.mark.slow
 def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny_zoo, tmp_path):
-    assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", "--model.init_args.save_adapters",
-                              "true", "--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
-                              "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1")) == 0
+    flips = ("--model.init_args.save_adapters", "true", "--model.init_args.reference", "null",
+             "--model.init_args.stop_on", "flip", "--model.init_args.stop_margin", "0", "--model.init_args.lr_max",
+             "0.1", "--trainer.max_steps", "20", "--budget.max_evals", "20",
+             *DIGIT_CENTROIDS)  # a SUT every pixel moves: the cases flip
+    assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", *flips)) == 0
     run = tmp_path / "mnist_real_hynea"
     labels = read_test_images("zoo://tiny/held_out?start=100", (32, 32), 1).labels
     for record in read_records(run / "records.jsonl"):
@@ -143,10 +145,8 @@ def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny
     # replay starts from the saved noise, not the seed's, and gives the stored result back
     assert main(["replay", str(run), flipped[0].case_id]) == 0
     # batched, the same cases start from the same noise and end the same way
-    assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", "--model.init_args.save_adapters",
-                              "true", "--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
-                              "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1",
-                              "--cases.batch_size", "2", "--output.name", "batched")) == 0
+    assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", *flips, "--cases.batch_size", "2",
+                              "--output.name", "batched")) == 0
     single, batched = ({r["case_id"]: r for r in records(tmp_path / name)} for name in ("mnist_real_hynea", "batched"))
     assert sorted(single) == sorted(batched)
     for cid, one in single.items():

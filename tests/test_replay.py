@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 from test_cli import tiny_args
+from tiny_components import DIGIT_CENTROIDS
 
 from hynea_pl.cli import main
 from hynea_pl.schema import read_records
@@ -15,7 +16,7 @@ from hynea_pl.zoo.cache import MOVED_CLASSES
 def replay_args(root, name, *extra):
     args = tiny_args(root, name, "--model.init_args.save_adapters", "true", "--model.init_args.lr_min", "1e-2",
                      "--model.init_args.lr_max", "1e-1", "--trainer.max_steps", "12", "--budget.max_evals", "12",
-                     *extra)
+                     *DIGIT_CENTROIDS, *extra)  # a SUT every pixel moves: the cases flip
     return args
 
 
@@ -25,7 +26,7 @@ def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tm
     run = tmp_path / "r"
     records = read_records(run / "records.jsonl")
     flipped = [r for r in records if r.flipped]
-    assert flipped, "the tiny run must flip at least one case for this test"
+    assert flipped, "the run flips a case of the DigitCentroids SUT"
     for record in records:  # only flipped cases carry an adapter
         assert (record.adapter is not None) == record.flipped
     record = flipped[0]
@@ -41,7 +42,7 @@ def test_replay_regenerates_a_flipped_result_from_its_saved_adapter(tiny_zoo, tm
     text = config.read_text()
     for old, new in MOVED_CLASSES.items():
         text = text.replace(new, old)
-    assert "hynea_pl.zoo.oracle_sut.ZooOracle" in text and "hynea_pl.zoo.classifier.DigitCNN" in text
+    assert "hynea_pl.zoo.oracle_sut.ZooOracle" in text and "hynea_pl.zoo.realism.ZooTypicality" in text
     config.write_text(text)
     assert main(["replay", str(run), record.case_id]) == 0
     assert f"SUT label {label}, on the stored PNG {label} (recorded {label}): match" in capsys.readouterr().out

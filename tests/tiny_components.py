@@ -190,3 +190,33 @@ class FailingBuildHyNeA(HyNeACase):
         if BUILDS[token] == fail_on:
             raise RuntimeError(f"module build {fail_on} failed on purpose")
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, **kwargs)
+
+
+#: ``fit`` arguments that replace a config's SUT model by :class:`DigitCentroids` (no weights file)
+DIGIT_CENTROIDS = ("--sut.init_args.model", "tiny_components.DigitCentroids", "--sut.init_args.weights", "null")
+
+
+class DigitCentroids(torch.nn.Module):
+    """A nearest-centroid digit classifier that needs no training: normalised images ``(B, 1, 32, 32)`` -> logits
+    ``(B, 10)``, minus each image's mean squared distance to the class's mean training digit, over ``temperature``.
+
+    Fixed by the digits alone (the tiny zoo profile's training split), it reads the same on every CPU, and every pixel
+    moves its logits: a test that needs a search to flip its SUT gets the flip from this setup, not from the luck of
+    a trained model. ``fit`` takes it with the arguments :data:`DIGIT_CENTROIDS`.
+    """
+
+    def __init__(self, temperature: float = 0.02) -> None:
+        super().__init__()
+        from hynea_pl.zoo.mnist.data import load_digits
+        from hynea_pl.zoo.mnist.profiles import get_profile
+
+        split = get_profile("tiny").data
+        data = load_digits(split.n_test, split.split_seed, split.n_train)
+        digits = (data.train_images - 0.5) / 0.5
+        centroids = torch.stack([digits[data.train_labels == c].mean(0) for c in range(NUM_CLASSES)])
+        self.register_buffer("centroids", centroids.flatten(1), persistent=False)
+        self.temperature = temperature
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        squared = (images.flatten(1)[:, None, :] - self.centroids[None]).pow(2).mean(-1)
+        return -squared / self.temperature
