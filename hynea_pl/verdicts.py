@@ -15,6 +15,10 @@ A run's metrics row has one rate column per verdict of a flip (:data:`RATE_KEYS`
 The stability verdict (:mod:`hynea_pl.evaluation.stability`) asks whether a flip holds on semantics-preserving
 variants of the saved result; its two rates, over all cases: :data:`STABLE_FLIP_RATE` (flips that hold on every
 variant) and :data:`STABLE_FAILURE_RATE` (valid failures that hold on every variant).
+
+:data:`VERDICT_CEILING` is no rate of a run's cases: the fraction of real test images of a known class (on the zoo,
+all 10,000 MNIST test digits) that the run's verdict calls valid (judges unanimous on their class, realistic), the
+ceiling of its ``valid_failure_rate`` (:mod:`hynea_pl.evaluation.ceiling`); ``None`` where it was not measured.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ VALID_FAILURE_RATE = RATE_KEYS[VALID_FAILURE]
 #: The stability verdict's rates over all cases (see above).
 STABLE_FLIP_RATE = "stable_flip_rate"
 STABLE_FAILURE_RATE = "stable_failure_rate"
+#: The verdict's valid rate on real test images (see above).
+VERDICT_CEILING = "verdict_ceiling"
 
 __all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "STABLE_FAILURE_RATE",
-           "STABLE_FLIP_RATE", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "Verdict"]
+           "STABLE_FLIP_RATE", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "VERDICT_CEILING", "Verdict"]

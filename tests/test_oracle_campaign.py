@@ -35,6 +35,24 @@ def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failur
         summary["ambiguous_rate"] == pytest.approx(summary["flip_rate"])
     assert main(["compare", str(tmp_path / "judged"), "--out", str(tmp_path), "--embedder", "none"]) == 0
     assert "valid_failure_rate" in (tmp_path / "compare.md").read_text()
+    # beside it, the ceiling of its verdict: the zoo judges' and realism test's valid rate on the MNIST test digits
+    gates = {gate["name"]: gate["value"] for gate in tiny_zoo.quality["gates"]}
+    assert summary["verdict_ceiling"] == gates["verdict_ceiling"] is not None
+    assert list(summary).index("verdict_ceiling") == list(summary).index("valid_failure_rate") + 1
+
+
+def test_the_verdict_ceiling_is_known_only_for_the_verdict_that_measured_it(tiny_zoo):
+    from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
+    from hynea_pl.zoo.mnist.realism import ZooTypicality
+
+    judges, realism = ZooOracle("tiny", "judges"), ZooTypicality("tiny")
+    measured = {gate["name"]: gate["value"] for gate in tiny_zoo.quality["gates"]}["verdict_ceiling"]
+    assert judges.verdict_ceiling(realism) == measured
+    assert judges.verdict_ceiling(None) is None  # judges without the realism test: another verdict
+    assert judges.verdict_ceiling(ZooTypicality("tiny", quantile=0.9)) is None
+    assert judges.verdict_ceiling(ZooTypicality("tiny", reference_size=100)) is None
+    assert ZooOracle("tiny", "judges", members=["oracle-1"]).verdict_ceiling(realism) is None
+    assert ZooOracle("tiny", "steering").verdict_ceiling(realism) is None
 
 
 def test_a_judge_that_also_steers_the_search_is_refused(tmp_path, capsys):

@@ -23,7 +23,8 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
     oracle_gates = [f"{member}_{gate}" for member in get_profile("tiny").oracles
                     for gate in ("accuracy", "generated_accuracy")]
     assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", *oracle_gates,
-                     "judges_unanimous_accuracy", "judges_unanimous_generated_accuracy", "build_time_s"]
+                     "judges_unanimous_accuracy", "judges_unanimous_generated_accuracy", "verdict_ceiling",
+                     "verdict_ceiling_sut_errors", "judges_unanimous_test_accuracy", "build_time_s"]
     for gate in quality["gates"]:
         assert isinstance(gate["value"], float)
     assert 0.0 <= quality["gates"][0]["value"] <= 1.0

@@ -10,6 +10,9 @@ depends on its weights. Regenerate the kept entries (after a change to the tiny 
 code or the cache format; the tests name the missing folder) with::
 
     python tests/tiny_zoo.py --write
+
+New weights change the golden records: write them again (``python tests/records_regression.py --write tests/golden``)
+and check them on a second kernel path (e.g. ``ATEN_CPU_CAPABILITY=default``) before committing both.
 """
 
 from __future__ import annotations

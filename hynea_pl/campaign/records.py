@@ -13,6 +13,7 @@ from torchvision.utils import save_image
 from hynea_pl.campaign.summary import summarize_records
 from hynea_pl.jsonl import drop_torn_tail
 from hynea_pl.schema import CaseRecord, read_records
+from hynea_pl.verdicts import VERDICT_CEILING
 
 _NOISE_KEY = "noise"
 
@@ -170,9 +171,11 @@ class RunFolder:
         (self.path / TEST_IMAGES_FILE).write_text(json.dumps(
             {"source": source, "read": read, "skipped": dict(skipped), "converted": dict(converted)}, indent=2))
 
-    def finish(self) -> dict:
-        """Write ``summary.json`` from the records (and ``test_images.json``'s skipped files); return the summary."""
+    def finish(self, verdict_ceiling: float | None = None) -> dict:
+        """Write ``summary.json`` from the records (and ``test_images.json``'s skipped files, and the campaign's
+        ``verdict_ceiling``: :meth:`hynea_pl.suts.SUT.verdict_ceiling`); return the summary."""
         summary = summarize_records(self.records())
+        summary[VERDICT_CEILING] = verdict_ceiling
         if (self.path / TEST_IMAGES_FILE).is_file():
             summary["skipped_files"] = sum(json.loads((self.path / TEST_IMAGES_FILE).read_text())["skipped"].values())
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))

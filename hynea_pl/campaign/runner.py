@@ -155,7 +155,7 @@ def run_campaign(campaign: Campaign) -> dict:
         return {}
     records = folder.consolidate(order)
     write_grids(folder.path, records)  # grid.png, grid_valid_failures.png: drawn by the report layer
-    summary = folder.finish()
+    summary = folder.finish(campaign.oracle.verdict_ceiling(campaign.realism) if campaign.oracle else None)
     track_campaign(campaign.trainer, output.name, records, folder.path, summary)
     console.finished(output.method, output.name, summary, folder.path)
     ran = [r for r in records if r.case_id in {case.case_id for case in todo}]

@@ -175,6 +175,12 @@ class SUT(nn.Module):
         the same by judge name for a panel of named judges (``None``: one judge, this model's reading)."""
         return [self.judge_reading(output, target)[0]], None
 
+    def verdict_ceiling(self, realism: nn.Module | None) -> float | None:
+        """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) when this model judges with ``realism``: the
+        fraction of real test images of a known class that it and the realism test call valid, where it has been
+        measured (``None``: unknown; the zoo's judges have it in their zoo's gates)."""
+        return None
+
     # --- a finished record, read without a model --------------------------------------------------------------
     @classmethod
     def judged_by(cls, oracle_task: str) -> bool:

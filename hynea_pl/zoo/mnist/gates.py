@@ -1,5 +1,5 @@
-"""Quality gates of the MNIST base zoo: measured on held-out digits and on generated digits (the base zoo's
-``measure``, :mod:`hynea_pl.zoo.mnist.zoo`)."""
+"""Quality gates of the MNIST base zoo: measured on held-out digits, on generated digits and on the 10,000 MNIST test
+digits (the base zoo's ``measure``, :mod:`hynea_pl.zoo.mnist.zoo`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from torch import nn
 from torchvision.utils import save_image
 
 from hynea_pl.zoo.mnist.autoencoder import reconstruct
-from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
+from hynea_pl.evaluation.ceiling import read_real_images
+from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.verdicts import VERDICT_CEILING
+from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy, normalize
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit, mnist_test_digits
 from hynea_pl.zoo.mnist.profiles import GateConfig
 from hynea_pl.zoo.quality import Gate
 
@@ -65,3 +68,19 @@ def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judge
         unanimous = torch.stack([probs[name].argmax(-1) == truth for name in judges]).all(0)
         result.append(Gate(f"judges_unanimous{suffix}_accuracy", unanimous.double().mean().item(), None))
     return result
+
+
+def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], realism: TypicalityTest,
+                          sut: DigitCNN) -> list[Gate]:
+    """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the first ``gates.ceiling_digits`` MNIST test
+    digits, which no zoo model trains on: the fraction the verdict (``judges`` unanimous on the digit's class, and
+    ``realism``) calls valid, gated by ``verdict_ceiling``; the same among the SUT's mistakes on them (its natural
+    failures: how often the verdict recognises a true failure) and the judges' unanimous accuracy, recorded."""
+    images, labels = (t[: gates.ceiling_digits] for t in mnist_test_digits())
+    readings = read_real_images(judges, realism, lambda x: sut(normalize(x)), images, labels)
+    on_all, on_errors = readings.rates(), readings.rates(~readings.sut_correct)
+    return [
+        Gate(VERDICT_CEILING, on_all["valid"], gates.verdict_ceiling),
+        Gate("verdict_ceiling_sut_errors", on_errors["valid"], None),
+        Gate("judges_unanimous_test_accuracy", on_all["unanimous"], None),
+    ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from torch import nn
+
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
+from hynea_pl.verdicts import VERDICT_CEILING
 
 
 class ZooOracle(EnsembleClassifierSUT):
@@ -29,3 +32,17 @@ class ZooOracle(EnsembleClassifierSUT):
             raise ValueError(f"oracle members {unknown or names} are not {role} members; choose from {roles[role]}")
         super().__init__([ClassifierSUT(zoo.oracle(name)) for name in names], names)
         self.profile, self.role = profile, role
+        self.all_members = names == roles[role]
+
+    def verdict_ceiling(self, realism: nn.Module | None) -> float | None:
+        """The zoo's ``verdict_ceiling`` gate (its valid rate on the MNIST test digits), when this oracle is its
+        judges, all of them, and ``realism`` is the zoo's realism test as that gate measured it."""
+        from hynea_pl.zoo.mnist.realism import REALISM_K, REALISM_QUANTILE, ZooTypicality
+        from hynea_pl.zoo.mnist.zoo import load_zoo
+
+        measured_with = (isinstance(realism, ZooTypicality) and realism.profile == self.profile
+                         and realism.reference_size is None and (realism.k, realism.quantile) == (REALISM_K,
+                                                                                                  REALISM_QUANTILE))
+        if self.role != "judges" or not self.all_members or not measured_with:
+            return None
+        return {g["name"]: g["value"] for g in load_zoo(self.profile).quality["gates"]}.get(VERDICT_CEILING)

@@ -145,9 +145,13 @@ class GateConfig:
     oracle_accuracy: float | None = 0.98
     reconstruction_accuracy: float | None = 0.95
     generated_accuracy: float | None = 0.90
+    #: the verdict's valid rate on real MNIST test digits (:func:`~hynea_pl.zoo.mnist.gates.measure_ceiling_gates`)
+    verdict_ceiling: float | None = None
     max_build_s: float | None = 840.0
     generated_per_class: int = 20
     sample_seed: int = 1234
+    #: how many of the 10,000 MNIST test digits measure the verdict's ceiling
+    ceiling_digits: int = 10000
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ TINY = ZooProfile(
     sampler=SamplerConfig(num_inference_steps=4),
     gates=GateConfig(
         sut_accuracy=None, oracle_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None,
-        max_build_s=None, generated_per_class=2,
+        max_build_s=None, generated_per_class=2, ceiling_digits=500,
     ),
     oracles={
         "steer-cnn": CNNOracleConfig(channels=(8, 16), hidden=16, max_steps=5, batch_size=32, seed=15),

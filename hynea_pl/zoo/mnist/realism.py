@@ -8,15 +8,19 @@ from torch import Tensor, nn
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.zoo.mnist.data import load_digits
 from hynea_pl.zoo.mnist.profiles import get_profile
-from hynea_pl.zoo.mnist.zoo import load_zoo
+from hynea_pl.zoo.registry import load_component
 
-__all__ = ["ZooTypicality", "held_out_digits", "held_out_split", "zoo_realism_features"]
+__all__ = ["REALISM_K", "REALISM_QUANTILE", "ZooTypicality", "held_out_digits", "held_out_split",
+           "zoo_realism_features"]
+
+#: the zoo realism test's defaults: the distance to the nearest real digit, calibrated so that 95 % of them pass
+REALISM_K, REALISM_QUANTILE = 1, 0.95
 
 
 def zoo_realism_features(profile: str = "full") -> nn.Module:
     """The zoo embedder's penultimate features ``(B, 1, 32, 32) in [0, 1] -> (B, D)``, named
     ``zoo:<profile>/embedder`` in realism entries; builds the zoo on first use."""
-    module = load_zoo(profile).embedder()
+    module = load_component(profile, "embedder")
     module.realism_name = f"zoo:{profile}/embedder"
     return module
 
@@ -49,7 +53,7 @@ class ZooTypicality(TypicalityTest):
             that no origin is itself a reference digit its results would sit next to.
     """
 
-    def __init__(self, profile: str = "full", k: int = 1, quantile: float = 0.95,
+    def __init__(self, profile: str = "full", k: int = REALISM_K, quantile: float = REALISM_QUANTILE,
                  reference_size: int | None = None) -> None:
         reference = held_out_digits(profile)
         if reference_size is not None:
@@ -57,7 +61,7 @@ class ZooTypicality(TypicalityTest):
                 raise ValueError(f"reference_size must be in 2..{len(reference)}, got {reference_size}")
             reference = reference[:reference_size]
         super().__init__(reference, zoo_realism_features(profile), k=k, quantile=quantile)
-        self.profile = profile
+        self.profile, self.reference_size = profile, reference_size
 
     def real_check_pass_rate(self) -> float:
         """The pass rate of the zoo's training digits (computed on request: a campaign never needs it)."""

@@ -21,12 +21,16 @@ from typing import Any
 from diffusers import AutoencoderKL
 from torch import nn
 
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.zoo.mnist import train
 from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier
 from hynea_pl.zoo.mnist.embedder import DigitEmbedder, load_embedder
-from hynea_pl.zoo.mnist.gates import generate_digits, measure_model_gates, measure_oracle_gates
+from hynea_pl.zoo.mnist.gates import (
+    generate_digits, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
+)
 from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
 from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile, get_profile
+from hynea_pl.zoo.mnist.realism import REALISM_K, REALISM_QUANTILE
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_component, component_paths, load_component
 
@@ -121,7 +125,11 @@ def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out:
     result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
                                  samples, context.data, out)
     oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
-    return result + measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, context.data)
+    result += measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, context.data)
+    # the zoo's realism test (ZooTypicality's reference, features and defaults) on the models being gated
+    realism = TypicalityTest(context.data.test_images, zoo.embedder(), k=REALISM_K, quantile=REALISM_QUANTILE)
+    judges = {name: oracles[name] for name in ORACLE_ROLES["judges"]}
+    return result + measure_ceiling_gates(gates, judges, realism, zoo.sut())
 
 
 def _oracle_config(name: str) -> Callable[[ZooProfile], Any]:
