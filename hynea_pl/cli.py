@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 
+from hynea_pl import errors
 from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
 
-USAGE = """usage: python -m hynea_pl <command> [options]
+USAGE = """usage: python -m hynea_pl [--debug] <command> [options]
+
+  --debug   a failing command prints its full traceback, a failed case prints its traceback as it fails (a failed
+            case's traceback is always kept in the run folder: errors/<case_id>.txt, named by its record)
 
 commands:
   fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
@@ -288,6 +293,8 @@ COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    errors.DEBUG = bool(argv) and argv[0] == "--debug"
+    argv = argv[1:] if errors.DEBUG else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0
@@ -307,8 +314,14 @@ def main(argv: list[str] | None = None) -> int:
             return 143
         raise
     except (ConfigMismatch, CampaignFailed) as error:  # the run folder is kept: a mismatch, or every case failed
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        return 1
+        return failed(error, 1)
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
-        print(f"error: {one_line(error)}", file=sys.stderr)
-        return 2
+        return failed(error, 2)
+
+
+def failed(error: BaseException, code: int) -> int:
+    """Print ``error`` on one line (after its full traceback with ``--debug``) and return the exit ``code``."""
+    if errors.DEBUG:
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"error: {one_line(error)}", file=sys.stderr)
+    return code

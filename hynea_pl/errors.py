@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+#: ``python -m hynea_pl --debug ...``: a failing command prints its full traceback, a failed case prints its
+#: traceback as it fails (it is always kept in the run folder's ``errors/<case_id>.txt``)
+DEBUG = False
+
+
 class ConfigMismatch(RuntimeError):
     """A rerun into an existing run folder whose ``config.yaml`` differs (the command exits 1)."""
 

@@ -68,4 +68,10 @@ def test_a_case_whose_module_build_raises_is_recorded_and_the_next_case_runs(tin
     first, second = read_records(tmp_path / "flaky" / "records.jsonl")
     assert first.case_id == "c1-0" and "module build 2 failed on purpose" in first.error
     assert first.sut_evals == 0 and first.result_image is None
+    # the record names the file that keeps the full traceback, down to the line that raised
+    assert first.error.endswith("(traceback: errors/c1-0.txt)")
+    kept = (tmp_path / "flaky" / "errors" / "c1-0.txt").read_text()
+    assert kept.startswith("Traceback (most recent call last)") and "tiny_components.py" in kept
+    assert kept.rstrip().endswith("RuntimeError: module build 2 failed on purpose")
+    assert not (tmp_path / "flaky" / "errors" / "c7-0.txt").exists()
     assert second.case_id == "c7-0" and second.error is None and second.sut_evals >= 1

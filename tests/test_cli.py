@@ -191,3 +191,17 @@ def test_sigterm_during_a_command_exits_143_not_0(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["fit"])
     assert exit_info.value.code == 3
+
+
+def test_debug_prints_the_traceback_of_a_failing_command_and_plain_runs_print_one_line(tmp_path, capsys):
+    from hynea_pl import errors
+
+    assert main(["evaluate", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: no records.jsonl in {tmp_path / 'nothing'}"]
+    assert main(["--debug", "evaluate", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last)") and "in _evaluate" in err
+    assert err.rstrip().splitlines()[-1] == f"error: no records.jsonl in {tmp_path / 'nothing'}"
+    assert main(["evaluate", str(tmp_path / "nothing")]) == 2 and not errors.DEBUG  # one call's flag only
+    assert "Traceback" not in capsys.readouterr().err

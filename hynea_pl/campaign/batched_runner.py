@@ -13,7 +13,7 @@ import lightning as L
 from hynea_pl.campaign.cases import TestCase
 from hynea_pl.campaign.outcome import new_record
 from hynea_pl.campaign.records import RunFolder
-from hynea_pl.campaign.runner import error_text, finish_record, no_origin_error
+from hynea_pl.campaign.runner import case_error, finish_record, no_origin_error
 from hynea_pl.campaign.tracking import close_case_loggers
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.schema import CaseRecord
@@ -41,7 +41,7 @@ def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: Run
     def finish(record: CaseRecord, start: float, model: TestCaseModule | None, steps: int,
                error: BaseException | None) -> None:
         if error is not None:
-            record.error = error_text(error)
+            record.error = case_error(error, record, folder)
         record.runtime_s = time.perf_counter() - start
         finish_record(campaign, record, model, steps, folder)
         done(record)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import traceback
 from pathlib import Path
 
 import torch
@@ -30,6 +31,8 @@ def load_origin_noise(run_dir: str | Path, record: CaseRecord) -> torch.Tensor |
 
 #: What a campaign from real images read (``cases.images``): counts of files read, skipped and converted.
 TEST_IMAGES_FILE = "test_images.json"
+#: Where a failed case's full traceback goes (``errors/<case_id>.txt``; its record's ``error`` names the file).
+ERRORS_DIR = "errors"
 
 CONFIG_FILE = "config.yaml"
 
@@ -155,6 +158,13 @@ class RunFolder:
         """Where a case's adapter goes: ``(absolute path, path relative to the run)``."""
         relative = f"cases/{case_id}_adapter"
         return self.path / relative, relative
+
+    def write_traceback(self, case_id: str, error: BaseException) -> str:
+        """Write ``error``'s full traceback to ``errors/<case_id>.txt``; return that path, relative to the run."""
+        relative = f"{ERRORS_DIR}/{case_id}.txt"
+        (self.path / ERRORS_DIR).mkdir(parents=True, exist_ok=True)
+        (self.path / relative).write_text("".join(traceback.format_exception(error)))
+        return relative
 
     def append(self, record: CaseRecord) -> None:
         """Append one case's record (one JSON object per line) to this process's records file, flushed and

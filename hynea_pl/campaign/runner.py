@@ -13,6 +13,7 @@ from hynea_pl.campaign.cases import TestCase, select_shared_cases
 from hynea_pl.campaign.outcome import fill_outcome, new_record
 from hynea_pl.campaign.records import RunFolder, config_differences
 from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
+from hynea_pl import errors
 from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
@@ -47,7 +48,7 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
                 raise KeyboardInterrupt from None
             raise
     except Exception as error:  # a failing case is recorded, the campaign goes on
-        record.error = error_text(error)
+        record.error = case_error(error, record, folder)
     finally:
         if trainer is not None:
             close_case_loggers(trainer)
@@ -62,8 +63,18 @@ def no_origin_error(campaign: Campaign) -> str:
 
 
 def error_text(error: BaseException) -> str:
-    """A record's ``error``: the exception's type and its first line."""
+    """The exception's type and its first line."""
     return f"{type(error).__name__}: {one_line(error)}"
+
+
+def case_error(error: BaseException, record: CaseRecord, folder: RunFolder) -> str:
+    """A failed case's ``error``: :func:`error_text` and the file that keeps the full traceback
+    (:meth:`RunFolder.write_traceback`), which ``--debug`` also prints."""
+    path = folder.write_traceback(record.case_id, error)
+    if errors.DEBUG:
+        console.console.print(f"{record.case_id}: {error_text(error)}\n{(folder.path / path).read_text()}",
+                              markup=False, highlight=False)
+    return f"{error_text(error)} (traceback: {path})"
 
 
 def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule | None, steps: int,
@@ -76,7 +87,7 @@ def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule 
             fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism,
                          campaign.stability)
         except Exception as error:
-            record.error = record.error or error_text(error)
+            record.error = record.error or case_error(error, record, folder)
     folder.append(record)
 
 
@@ -164,4 +175,5 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["check_resumable", "error_text", "finish_record", "no_origin_error", "run_campaign", "run_case"]
+__all__ = ["case_error", "check_resumable", "error_text", "finish_record", "no_origin_error", "run_campaign",
+           "run_case"]
