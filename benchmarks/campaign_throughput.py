@@ -87,7 +87,7 @@ def throughput(options: argparse.Namespace, processes: int, batch_size: int = 1)
 
 def overheads(options: argparse.Namespace) -> dict:
     from hynea_pl.campaign import Campaign
-    from hynea_pl.campaign.cases import TestCase
+    from hynea_pl.campaign.case_types import TestCase
     from hynea_pl.campaign.config import parse_config, quiet_lightning_info
 
     quiet_lightning_info()
@@ -125,7 +125,7 @@ def lightning_overhead(campaign, steps: int, repeats: int) -> dict:
     import lightning as L
     import torch
 
-    from hynea_pl.campaign.cases import TestCase
+    from hynea_pl.campaign.case_types import TestCase
 
     case = TestCase("c1-0", 1, 100000, 0)
 

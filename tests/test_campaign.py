@@ -9,7 +9,7 @@ import pytest
 from test_cli import tiny_args
 
 from hynea_pl.campaign import Campaign, RunOutput, run_campaign
-from hynea_pl.campaign.cases import TestCase
+from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import STEERS_AND_JUDGES, parse_config
 from hynea_pl.campaign.outcome import fill_outcome, new_record
 from hynea_pl.campaign.records import RunFolder

@@ -116,7 +116,7 @@ def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
 
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
     from hynea_pl.campaign import Campaign
-    from hynea_pl.campaign.cases import TestCase
+    from hynea_pl.campaign.case_types import TestCase
     from hynea_pl.campaign.config import parse_config
 
     campaign = Campaign.from_config(parse_config(tiny_args(tmp_path, "cfg")[1:]))

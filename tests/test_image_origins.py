@@ -16,7 +16,7 @@ from method_runs import records
 from PIL import Image
 from tiny_components import DIGIT_CENTROIDS, tiny_generator
 
-from hynea_pl.campaign.cases import CaseSelection
+from hynea_pl.campaign.case_types import CaseSelection
 from hynea_pl.campaign.records import TEST_IMAGES_FILE
 from hynea_pl.cli import main
 from hynea_pl.data import read_test_images

@@ -114,6 +114,35 @@ def test_graph_sees_function_level_and_relative_imports(tmp_path, monkeypatch):
     assert import_graph() == {"hynea_pl": set(), "paths": {"zoo"}, "zoo": {"paths", "hynea_pl"}}
 
 
+def module_import_graph(root: Path) -> dict[str, set[str]]:
+    """``module -> the modules below root it imports`` over the package folder ``root`` (a package is its
+    ``__init__``; module-level, function-level and type-checking imports alike; ``from package import name`` is an
+    edge to the module that defines ``name`` when it is a module, else to the package)."""
+    modules = {}
+    for path in root.rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for target in import_targets(path, package):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def test_no_import_cycle_between_modules():
+    """No module of hynea_pl imports, through any chain, a module that imports it (issue 43): a concept that two
+    modules need lives in a third, which both import."""
+    graph = module_import_graph(PACKAGE)
+    assert {"hynea_pl.campaign.runner", "hynea_pl.suts.base", "hynea_pl.methods.batched"} <= set(graph)
+    assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
+
+
 def test_no_import_cycle_between_subpackages():
     graph = import_graph()
     assert "paths" in graph and "zoo" in graph
@@ -143,7 +172,7 @@ def test_register_scheme_routes_its_uris(monkeypatch):
 
 def test_task_names_are_spelled_only_in_the_suts_and_the_schema():
     """A task is one SUT class: no other module dispatches on a task's name."""
-    from hynea_pl.suts.base import task_classes
+    from hynea_pl.suts.tasks import task_classes
 
     names = sorted(task_classes())
     assert {"multiclass", "binary", "detection"} <= set(names)

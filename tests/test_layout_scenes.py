@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hynea_pl.campaign.cases import CaseSelection, iter_cases, judges_read_layout
+from hynea_pl.campaign.case_types import CaseSelection
+from hynea_pl.campaign.cases import iter_cases, judges_read_layout
 from hynea_pl.campaign.replay import check_layout
 from hynea_pl.generators import AUTOENCODER, LayoutSceneGenerator, require
 from hynea_pl.generators.inversion import check_invertible

@@ -143,7 +143,7 @@ def test_a_task_is_one_sut_class_found_by_its_name(monkeypatch):
     assert task_classes() == {"multiclass": ClassifierSUT, "binary": BinaryAttributeSUT,
                               "detection": YOLODetectorSUT}
     assert task_class("detection").judged_by("binary") and not task_class("binary").judged_by("detection")
-    monkeypatch.setattr(base, "_TASK_CLASSES", dict(base._TASK_CLASSES))  # the new task lives in this test only
+    monkeypatch.setattr(base, "TASK_CLASSES", dict(base.TASK_CLASSES))  # the new task lives in this test only
 
     class CountingSUT(SUT):
         task = "counting"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_imports import find_cycle, import_targets
+from test_imports import find_cycle, module_import_graph
 
 from hynea_pl.zoo import registry
 from hynea_pl.zoo.cache import MOVED_CLASSES, import_class
@@ -114,26 +114,8 @@ def test_moved_classes_import_under_both_paths_and_no_old_module_is_left():
         assert importlib.util.find_spec(old.rpartition(".")[0]) is None, f"{old}: a shim module was left behind"
 
 
-def zoo_import_graph() -> dict[str, set[str]]:
-    """``module -> zoo modules it imports`` over hynea_pl/zoo (module-level and function-level imports alike;
-    ``from package import module`` is an edge to the module)."""
-    modules = {}
-    for path in ZOO.rglob("*.py"):
-        parts = path.relative_to(ZOO.parents[1]).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for target in import_targets(path, package):
-            while target and target not in modules:
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                graph[name].add(target)
-    return graph
-
-
 def test_no_import_circle_inside_the_zoo():
-    graph = zoo_import_graph()
+    graph = module_import_graph(ZOO)
     assert {"hynea_pl.zoo.registry", "hynea_pl.zoo.mnist.zoo", "hynea_pl.zoo.scenes.attributes"} <= set(graph)
     assert not graph["hynea_pl.zoo.registry"] & {m for m in graph if m.startswith(("hynea_pl.zoo.scenes",
                                                                                   "hynea_pl.zoo.stylegan"))}

@@ -1,7 +1,8 @@
 """Campaigns: the typed Campaign built from a config, case selection, the per-case loop, run folders and summaries."""
 
 from hynea_pl.campaign.campaign import Campaign
-from hynea_pl.campaign.cases import CaseSelection, TestCase, iter_cases
+from hynea_pl.campaign.case_types import CaseSelection, TestCase
+from hynea_pl.campaign.cases import iter_cases
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.campaign.runner import run_campaign

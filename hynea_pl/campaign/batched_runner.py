@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 import lightning as L
 
-from hynea_pl.campaign.cases import TestCase
-from hynea_pl.campaign.outcome import new_record
+from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.records import RunFolder
-from hynea_pl.campaign.runner import case_error, finish_record, no_origin_error
+from hynea_pl.campaign.outcome import case_error, finish_record, new_record, no_origin_error
 from hynea_pl.campaign.tracking import close_case_loggers
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.schema import CaseRecord

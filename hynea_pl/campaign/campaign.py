@@ -23,12 +23,12 @@ from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningCLI
 
 from hynea_pl.callbacks import CaseImageLogger, FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.campaign.cases import CaseSelection, TestCase
+from hynea_pl.campaign.case_types import CaseSelection, TestCase
 from hynea_pl.campaign.config import STEERS_AND_JUDGES, RunOutput, check_method, parse_config
 from hynea_pl.campaign.distributed import Shard, launch
-from hynea_pl.campaign.factory import CaseFactory, Components, build_components, build_trainer_args
+from hynea_pl.campaign.factory import CaseFactory, Components, build_components, build_trainer_args, class_count
 from hynea_pl.evaluation.stability import StabilityVariants
-from hynea_pl.generators import ClassEmbedding, Generator
+from hynea_pl.generators import Generator
 from hynea_pl.generators.protocol import conditions_beyond_class
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.methods.base import TestCaseModule
@@ -199,29 +199,6 @@ class Campaign:
         return [make(self) for make in self.callbacks]
 
 
-def class_count(module: torch.nn.Module | None) -> int | None:
-    """How many classes a component knows: its own ``num_classes``, else that of its class embedding (a
-    class-conditional generator: :class:`hynea_pl.generators.ClassEmbedding`, a DiT's label embedding), else, for a
-    SUT that decides a class (multiclass) and whose last layer with weights is linear, its outputs; ``None`` when it cannot tell."""
-    if module is None:
-        return None
-    own = getattr(module, "num_classes", None)
-    if isinstance(own, int):
-        return own
-    for sub in module.modules():
-        if isinstance(sub, ClassEmbedding):
-            count = sub.config.num_classes
-        else:
-            count = vars(sub).get("num_classes")
-        if isinstance(count, int) and sub is not module:
-            return count
-    if getattr(module, "decision_is_class", False):  # a class-deciding SUT, only when its last layer is the linear head
-        leaves = [m for m in module.modules() if next(m.children(), None) is None and any(True for _ in m.parameters())]
-        if leaves and isinstance(leaves[-1], torch.nn.Linear):
-            return int(leaves[-1].out_features)
-    return None
-
-
 def check_classes(selection: CaseSelection, components: Components) -> None:
     """Refuse a ``cases.classes`` entry the generator or a multiclass SUT does not have (one line: the key, the
     class and the range)."""
@@ -296,4 +273,4 @@ def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.
 
 
 __all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_batching", "check_classes",
-           "check_judge_independent", "class_count"]
+           "check_judge_independent"]

@@ -22,7 +22,7 @@ from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from hynea_pl.callbacks import SUTEvaluationBudget
-from hynea_pl.campaign.cases import CaseSelection
+from hynea_pl.campaign.case_types import CaseSelection
 from hynea_pl.evaluation.judge import judges_task
 from hynea_pl.evaluation.stability import StabilityVariants
 from hynea_pl.errors import one_line
@@ -203,7 +203,7 @@ def validate_config(config: Any) -> None:
     its own ``total_steps``), ``cases.case_ids`` that are no case of the selection, ``trainer.devices`` that is no
     device count, list or ``auto``. Classes beyond the SUT's or
     generator's number of classes are refused by :meth:`hynea_pl.campaign.campaign.Campaign.validate`."""
-    from hynea_pl.campaign.cases import case_id
+    from hynea_pl.campaign.case_types import case_id
 
     cases = config.cases
     classes = cases.classes

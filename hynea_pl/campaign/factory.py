@@ -21,7 +21,7 @@ from jsonargparse.typing import import_object
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
 
-from hynea_pl.generators import Generator
+from hynea_pl.generators import ClassEmbedding, Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
@@ -104,4 +104,26 @@ def build_trainer_args(trainer: Namespace) -> dict[str, Any]:
     return dict(vars(built.trainer))
 
 
-__all__ = ["CASE_ARGS", "CaseFactory", "Components", "build_components", "build_trainer_args"]
+def class_count(module: torch.nn.Module | None) -> int | None:
+    """How many classes a component knows: its own ``num_classes``, else that of its class embedding (a
+    class-conditional generator: :class:`hynea_pl.generators.ClassEmbedding`, a DiT's label embedding), else, for a
+    SUT that decides a class (multiclass) and whose last layer with weights is linear, its outputs; ``None`` when it cannot tell."""
+    if module is None:
+        return None
+    own = getattr(module, "num_classes", None)
+    if isinstance(own, int):
+        return own
+    for sub in module.modules():
+        if isinstance(sub, ClassEmbedding):
+            count = sub.config.num_classes
+        else:
+            count = vars(sub).get("num_classes")
+        if isinstance(count, int) and sub is not module:
+            return count
+    if getattr(module, "decision_is_class", False):  # a class-deciding SUT, only when its last layer is the linear head
+        leaves = [m for m in module.modules() if next(m.children(), None) is None and any(True for _ in m.parameters())]
+        if leaves and isinstance(leaves[-1], torch.nn.Linear):
+            return int(leaves[-1].out_features)
+    return None
+
+__all__ = ["CASE_ARGS", "CaseFactory", "Components", "build_components", "build_trainer_args", "class_count"]

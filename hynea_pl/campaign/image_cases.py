@@ -20,7 +20,7 @@ from hynea_pl.generators.inversion import DDIMInversion, check_invertible
 from hynea_pl.metrics import ms_ssim
 
 if TYPE_CHECKING:
-    from hynea_pl.campaign.cases import CaseSelection, TestCase
+    from hynea_pl.campaign.case_types import CaseSelection, TestCase
     from hynea_pl.generators import Generator
     from hynea_pl.suts import SUT
 
@@ -46,7 +46,7 @@ def check_image_source(selection: CaseSelection, generator: Generator) -> None:
 def read_case_images(selection: CaseSelection, generator: Generator) -> LabelledImages:
     """``cases.images`` converted to the generator's image size and channels; refuses a generator that cannot be
     inverted before anything is read."""
-    from hynea_pl.campaign.campaign import class_count
+    from hynea_pl.campaign.factory import class_count
 
     check_invertible(generator)
     channels, height, width = image_shape(generator)
@@ -61,7 +61,7 @@ def iter_image_cases(selection: CaseSelection, generator: Generator, sut: SUT,
                      images: LabelledImages) -> Iterator[TestCase]:
     """Yield the selected cases in order (``n_per_class`` per class of ``cases.classes``), each from the next
     valid real image of its class; a case that finds none is yielded with ``seed=None``."""
-    from hynea_pl.campaign.cases import CLASS_SEED_STRIDE, TestCase, case_id
+    from hynea_pl.campaign.case_types import CLASS_SEED_STRIDE, TestCase, case_id
 
     if any(c is None for c in selection.classes):
         raise ValueError("cases.images needs the classes to test (cases.classes), not null")

@@ -1,4 +1,6 @@
-"""A case's record, assembled from what its module returned (:meth:`TestCaseModule.case_outcome`).
+"""A case's record: created before it runs, assembled from what its module returned
+(:meth:`TestCaseModule.case_outcome`) or from the error that ended it, then written (the single and the batched case
+loop alike).
 
 The SUT decides flips on the result as saved (8-bit PNG) and on its stability variants, the ``oracle`` (when configured) and the ``realism``
 test give the validity verdict; the case's images (and, for a flipped case, its adapter) go into the run folder.
@@ -6,22 +8,30 @@ test give the validity verdict; the case's images (and, for a flipped case, its 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from hynea_pl.campaign.cases import TestCase
+from hynea_pl import errors
+from hynea_pl.campaign import console
+from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
 from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
 from hynea_pl.generators import Generator
+from hynea_pl.errors import one_line
 from hynea_pl.images import as_saved, load_image
-from hynea_pl.methods.base import CaseOutcome
+from hynea_pl.methods.base import CaseOutcome, TestCaseModule
 from hynea_pl.metrics import ms_ssim
 from hynea_pl.metrics.functional import task as FT
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import SUT
+
+if TYPE_CHECKING:
+    from hynea_pl.campaign.campaign import Campaign
 
 
 def new_record(case: TestCase, output: RunOutput, task: str, folder: RunFolder | None = None,
@@ -100,4 +110,40 @@ def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: Run
             record.adapter = relative
 
 
-__all__ = ["fill_outcome", "new_record"]
+
+
+def no_origin_error(campaign: Campaign) -> str:
+    """The ``error`` of a case none of whose seeds gave a valid origin."""
+    return f"no valid origin in {campaign.selection.max_seed_tries} seeds"
+
+
+def error_text(error: BaseException) -> str:
+    """The exception's type and its first line."""
+    return f"{type(error).__name__}: {one_line(error)}"
+
+
+def case_error(error: BaseException, record: CaseRecord, folder: RunFolder) -> str:
+    """A failed case's ``error``: :func:`error_text` and the file that keeps the full traceback
+    (:meth:`RunFolder.write_traceback`), which ``--debug`` also prints."""
+    path = folder.write_traceback(record.case_id, error)
+    if errors.DEBUG:
+        console.console.print(f"{record.case_id}: {error_text(error)}\n{(folder.path / path).read_text()}",
+                              markup=False, highlight=False)
+    return f"{error_text(error)} (traceback: {path})"
+
+
+def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule | None, steps: int,
+                  folder: RunFolder) -> None:
+    """Write what the case's module returned (:meth:`TestCaseModule.case_outcome`) into ``record`` through
+    :func:`fill_outcome` and append it to the run folder (the single and the batched path alike)."""
+    record.steps = steps
+    if model is not None:
+        try:
+            fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism,
+                         campaign.stability)
+        except Exception as error:
+            record.error = record.error or case_error(error, record, folder)
+    folder.append(record)
+
+
+__all__ = ["case_error", "error_text", "fill_outcome", "finish_record", "new_record", "no_origin_error"]

@@ -11,7 +11,7 @@ import torch
 from torchvision.utils import save_image
 
 from hynea_pl.campaign.campaign import Campaign
-from hynea_pl.campaign.cases import TestCase
+from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import quiet_lightning_info
 from hynea_pl.campaign.records import CONFIG_FILE, load_origin_noise
 from hynea_pl.images import as_saved, check_run_image, load_image

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 import lightning as L
 
 from hynea_pl.campaign import console
-from hynea_pl.campaign.cases import TestCase, select_shared_cases
-from hynea_pl.campaign.outcome import fill_outcome, new_record
+from hynea_pl.campaign.case_types import TestCase
+from hynea_pl.campaign.cases import select_shared_cases
+from hynea_pl.campaign.outcome import case_error, finish_record, new_record, no_origin_error
 from hynea_pl.campaign.records import RunFolder, config_differences
 from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
-from hynea_pl import errors
-from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
+from hynea_pl.errors import CampaignFailed, ConfigMismatch
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
 from hynea_pl.report.grid import write_grids
@@ -55,40 +55,6 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     record.runtime_s = time.perf_counter() - start
     finish_record(campaign, record, model, trainer.global_step if trainer is not None else 0, folder)
     return record
-
-
-def no_origin_error(campaign: Campaign) -> str:
-    """The ``error`` of a case none of whose seeds gave a valid origin."""
-    return f"no valid origin in {campaign.selection.max_seed_tries} seeds"
-
-
-def error_text(error: BaseException) -> str:
-    """The exception's type and its first line."""
-    return f"{type(error).__name__}: {one_line(error)}"
-
-
-def case_error(error: BaseException, record: CaseRecord, folder: RunFolder) -> str:
-    """A failed case's ``error``: :func:`error_text` and the file that keeps the full traceback
-    (:meth:`RunFolder.write_traceback`), which ``--debug`` also prints."""
-    path = folder.write_traceback(record.case_id, error)
-    if errors.DEBUG:
-        console.console.print(f"{record.case_id}: {error_text(error)}\n{(folder.path / path).read_text()}",
-                              markup=False, highlight=False)
-    return f"{error_text(error)} (traceback: {path})"
-
-
-def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule | None, steps: int,
-                  folder: RunFolder) -> None:
-    """Write what the case's module returned (:meth:`TestCaseModule.case_outcome`) into ``record`` through
-    :func:`fill_outcome` and append it to the run folder (the single and the batched path alike)."""
-    record.steps = steps
-    if model is not None:
-        try:
-            fill_outcome(record, model.case_outcome(), campaign.sut, folder, campaign.oracle, campaign.realism,
-                         campaign.stability)
-        except Exception as error:
-            record.error = record.error or case_error(error, record, folder)
-    folder.append(record)
 
 
 def check_resumable(campaign: Campaign) -> None:
@@ -175,5 +141,4 @@ def run_campaign(campaign: Campaign) -> dict:
     return summary
 
 
-__all__ = ["case_error", "check_resumable", "error_text", "finish_record", "no_origin_error", "run_campaign",
-           "run_case"]
+__all__ = ["check_resumable", "run_campaign", "run_case"]

@@ -63,6 +63,20 @@ class UnsupportedTaskError(ValueError):
     """A method was configured with a SUT task it does not implement."""
 
 
+#: ``case module class -> the module that runs several of its cases together``, filled by :func:`batches`
+BATCHED: dict[type, type[L.LightningModule]] = {}
+
+
+def batches(case_class: type) -> Callable[[type[L.LightningModule]], type[L.LightningModule]]:
+    """Class decorator: the decorated module runs several cases of ``case_class`` (and of its subclasses) together
+    (:meth:`TestCaseModule.batched_module`). The batched module's file imports the case's, never the reverse."""
+    def register(batched: type[L.LightningModule]) -> type[L.LightningModule]:
+        BATCHED[case_class] = batched
+        return batched
+
+    return register
+
+
 class TestCaseModule(L.LightningModule):
     """Base of every method's test case.
 
@@ -111,9 +125,10 @@ class TestCaseModule(L.LightningModule):
 
     @classmethod
     def batched_module(cls) -> type[L.LightningModule] | None:
-        """The module that runs several cases of this method together (``cases.batch_size > 1``,
-        :mod:`hynea_pl.methods.batched`), or ``None`` when the method runs one case per Trainer only."""
-        return None
+        """The module that runs several cases of this method (or of the method it derives from) together
+        (``cases.batch_size > 1``; registered by :func:`batches`), or ``None`` when the method runs one case per
+        Trainer only."""
+        return next((BATCHED[base] for base in cls.__mro__ if base in BATCHED), None)
 
     @property
     def evals_per_step(self) -> int:

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from hynea_pl.callbacks.budget import budget_spent
 from hynea_pl.callbacks.stop import note_stop
+from hynea_pl.methods.base import batches
 from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
 from hynea_pl.methods.hynea import HyNeACase
@@ -40,6 +41,7 @@ class _Steps(IterableDataset):
         return iter(itertools.count())
 
 
+@batches(HyNeACase)
 class BatchedHyNeA(L.LightningModule):
     """Up to ``slots`` HyNeA cases adapting together; see the module docstring.
 

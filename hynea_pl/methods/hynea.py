@@ -116,13 +116,6 @@ class HyNeACase(TestCaseModule):
         self._initial_behaviour: torch.Tensor | None = None
         self._result_weights: dict[str, dict[str, torch.Tensor]] | None = None
 
-    @classmethod
-    def batched_module(cls) -> type[TestCaseModule] | None:
-        """:class:`~hynea_pl.methods.batched.BatchedHyNeA` (B cases in one module, each its own weights)."""
-        from hynea_pl.methods.batched import BatchedHyNeA
-
-        return BatchedHyNeA
-
     # ------------------------------------------------------------------ case setup
     @torch.no_grad()
     def setup(self, stage: str) -> None:

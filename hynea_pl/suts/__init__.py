@@ -1,9 +1,10 @@
 """Systems under test: frozen models with their preprocessing and task semantics."""
 
 from hynea_pl.suts.preprocess import Preprocess, TensorTransform, timm_preprocess
-from hynea_pl.suts.base import SUT, load_state_dict, task_class, task_classes
+from hynea_pl.suts.base import SUT, load_state_dict
 from hynea_pl.suts.classifier import ClassifierSUT  # first: the tasks register in the order they are defined
 from hynea_pl.suts.binary import CELEBA_ATTRIBUTES, BinaryAttributeSUT
+from hynea_pl.suts.tasks import task_class, task_classes
 from hynea_pl.suts.consensus import UnanimousPresence
 from hynea_pl.suts.ensemble import EnsembleClassifierSUT
 from hynea_pl.suts.pretrained import PretrainedClassifierSUT, imagenet_preprocess, pretrained_classifier

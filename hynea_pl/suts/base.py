@@ -10,7 +10,8 @@ outside :mod:`hynea_pl.suts` compares task names:
   tie-breaker);
 - the record of a result: :meth:`SUT.decision_fields` (detection: confidence reduction and the top-k boxes);
 - the oracle, when the SUT judges: :meth:`SUT.judge_reading`, :meth:`SUT.judge_labels`;
-- a finished record, read without a model (class methods, found by :func:`task_class` from ``record.task``):
+- a finished record, read without a model (class methods, found by :func:`~hynea_pl.suts.tasks.task_class` from
+  ``record.task``):
   :meth:`SUT.judged_by`, :meth:`SUT.recorded_decisions`, :meth:`SUT.reference_decision`,
   :meth:`SUT.case_metrics`, and the flags ``decision_is_class``, ``target_is_class`` and
   ``misclassification_is_flip``.
@@ -32,8 +33,9 @@ from hynea_pl.suts.preprocess import Preprocess, as_preprocess
 if TYPE_CHECKING:
     from hynea_pl.schema import CaseRecord
 
-#: Each task's SUT class by task name, in the order they were defined (a subclass that sets ``task`` registers).
-_TASK_CLASSES: dict[str, type[SUT]] = {}
+#: Each task's SUT class by task name, in the order they were defined (a subclass that sets ``task`` registers;
+#: :mod:`hynea_pl.suts.tasks` looks them up with every built-in task loaded).
+TASK_CLASSES: dict[str, type[SUT]] = {}
 
 
 def load_state_dict(location: str | Path) -> dict[str, torch.Tensor]:
@@ -70,7 +72,7 @@ class SUT(nn.Module):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "task" in cls.__dict__:  # a new task: the first class that names it owns it
-            _TASK_CLASSES.setdefault(cls.task, cls)
+            TASK_CLASSES.setdefault(cls.task, cls)
 
     def __init__(self, model: nn.Module, weights: str | None = None, preprocess: Preprocess | nn.Module | None = None,
                  strict: bool = True) -> None:
@@ -208,19 +210,3 @@ class SUT(nn.Module):
         caller): ``mr`` (the eq. 9-11 misclassification indicator), ``esc`` (escape ratio) and ``cr`` (confidence
         reduction), ``None`` where undefined; ``None`` when the outputs are unusable."""
         raise NotImplementedError(f"{cls.__name__} ({cls.task}) has no task metrics")
-
-
-def task_classes() -> dict[str, type[SUT]]:
-    """Every known task's SUT class, by task name (``multiclass``, ``binary``, ``detection``, then any other
-    task a loaded :class:`SUT` subclass defines)."""
-    import hynea_pl.suts.detector  # noqa: F401  (registers detection; ultralytics itself loads lazily)
-
-    return dict(_TASK_CLASSES)
-
-
-def task_class(task: str) -> type[SUT]:
-    """The SUT class that owns ``task`` (e.g. a record's ``task``): its class methods read records of it."""
-    classes = task_classes()
-    if task not in classes:
-        raise ValueError(f"unknown task {task!r}; known: {', '.join(classes)}")
-    return classes[task]
