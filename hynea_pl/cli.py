@@ -212,7 +212,8 @@ def _sweep(args: list[str]) -> int:
     settings = parse_grid(options.grid, options.config, options.task)
     out = options.out or Path("runs") / f"{options.config.stem}_lr_sweep"
     print(f"sweep: {len(settings)} lr settings of {options.config} into {out}/", flush=True)
-    rows = run_sweep(options.config, settings, out, overrides, on_row=lambda row: print(row_line(row), flush=True))
+    rows = run_sweep(options.config, settings, out, overrides, fit=fit_with_grids,
+                     on_row=lambda row: print(row_line(row), flush=True))
     Console(width=200).print(sweep_table(rows, title=f"lr sweep of {options.config}"))
     failed = [row for row in rows if row["error"]]
     if failed:
@@ -270,10 +271,16 @@ def _rate(args: list[str]) -> int:
     return 0
 
 
-def _fit(args: list[str]) -> int:
+def fit_with_grids(args: list[str]) -> dict:
+    """``fit``, then the run's grids (``grid.png``, ``grid_valid_failures.png``), drawn by the report layer."""
     from hynea_pl.campaign.fit import fit
+    from hynea_pl.report.grid import write_grids
 
-    fit(args)
+    return fit(args, on_records=write_grids)
+
+
+def _fit(args: list[str]) -> int:
+    fit_with_grids(args)
     return 0
 
 

@@ -143,6 +143,15 @@ def test_no_import_cycle_between_modules():
     assert find_cycle(graph) is None, f"import cycle: {' -> '.join(find_cycle(graph))}"
 
 
+def test_the_campaign_imports_nothing_of_the_report():
+    """The report layer sits above the campaign: the campaign calls it through a hook (``run_campaign``'s
+    ``on_records``, which the command line fills with the grids)."""
+    graph = module_import_graph(PACKAGE)
+    upward = {f"{module} -> {target}" for module, targets in graph.items() if module.startswith("hynea_pl.campaign")
+              for target in targets if target.startswith("hynea_pl.report")}
+    assert not upward, upward
+
+
 def test_no_import_cycle_between_subpackages():
     graph = import_graph()
     assert "paths" in graph and "zoo" in graph

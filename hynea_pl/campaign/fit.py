@@ -6,12 +6,13 @@ import warnings
 
 from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.config import parse_config, quiet_lightning_info
-from hynea_pl.campaign.runner import run_campaign
+from hynea_pl.campaign.runner import RecordsHook, run_campaign
 
 
-def fit(args: list[str]) -> dict:
-    """Run the campaign of ``fit``'s options (``["--config", "CONFIG.yaml", ...]``); returns its summary (``{}`` on
-    ranks other than 0)."""
+def fit(args: list[str], on_records: RecordsHook | None = None) -> dict:
+    """Run the campaign of ``fit``'s options (``["--config", "CONFIG.yaml", ...]``), calling ``on_records`` with
+    the run folder and its records at the end (:func:`~hynea_pl.campaign.runner.run_campaign`); returns its
+    summary (``{}`` on ranks other than 0)."""
     quiet_lightning_info()
     # frozen generator and SUT stay in eval mode on purpose; Lightning warns about it at every fit
     warnings.filterwarnings("ignore", message=r"Found \d+ module\(s\) in eval mode")
@@ -22,7 +23,7 @@ def fit(args: list[str]) -> dict:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
         campaign = Campaign.from_config(parse_config(args))
-    return run_campaign(campaign)
+    return run_campaign(campaign, on_records)
 
 
 __all__ = ["fit"]

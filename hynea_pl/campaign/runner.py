@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,6 @@ from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
 from hynea_pl.errors import CampaignFailed, ConfigMismatch
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
-from hynea_pl.report.grid import write_grids
 from hynea_pl.schema import CaseRecord
 from hynea_pl.verdicts import VALID_FAILURE
 
@@ -72,11 +72,17 @@ def check_resumable(campaign: Campaign) -> None:
                              "that config, another --output.name, or --output.resume force to continue it anyway")
 
 
-def run_campaign(campaign: Campaign) -> dict:
+#: Called by rank 0 with the run folder and every record once the cases are merged, before the summary (``fit``
+#: passes the report layer's :func:`hynea_pl.report.grid.write_grids`: the campaign never imports the report).
+RecordsHook = Callable[[Path, list[CaseRecord]], object]
+
+
+def run_campaign(campaign: Campaign, on_records: RecordsHook | None = None) -> dict:
     """Run this process's share of the selected cases not yet recorded in the run folder; rank 0 then merges
-    every shard and writes and prints the summary (other ranks return an empty dict). A campaign not yet
-    validated is validated first (:meth:`Campaign.validate`), before its run folder exists. A rerun into an
-    existing folder must have its config (:func:`check_resumable`); its failed cases are run again.
+    every shard, calls ``on_records`` (e.g. to draw the grids) and writes and prints the summary (other ranks return
+    an empty dict). A campaign not yet validated is validated first (:meth:`Campaign.validate`), before its run
+    folder exists. A rerun into an existing folder must have its config (:func:`check_resumable`); its failed
+    cases are run again.
 
     Raises :class:`CampaignFailed` (after writing the summary) when every case run here failed.
     """
@@ -131,7 +137,8 @@ def run_campaign(campaign: Campaign) -> dict:
     if not shard.is_main:
         return {}
     records = folder.consolidate(order)
-    write_grids(folder.path, records)  # grid.png, grid_valid_failures.png: drawn by the report layer
+    if on_records is not None:
+        on_records(folder.path, records)
     summary = folder.finish(campaign.oracle.verdict_ceiling(campaign.realism) if campaign.oracle else None)
     track_campaign(campaign.trainer, output.name, records, folder.path, summary)
     console.finished(output.method, output.name, summary, folder.path)

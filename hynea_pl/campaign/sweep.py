@@ -114,7 +114,7 @@ def run_sweep(config: Path | str, settings: Sequence[LRSetting], out: Path | str
     """Run ``fit --config config *overrides`` once per setting into ``out/<setting.name>`` (an existing folder is
     resumed) and return one row per setting: ``lr_min``, ``lr_max``, ``run``, ``resumed``, the :data:`ROW_KEYS` of
     its summary and ``error`` (a campaign in which every case failed; the sweep goes on)."""
-    if fit is None:
+    if fit is None:  # the command line's sweep passes a fit that also draws the grids
         from hynea_pl.campaign.fit import fit
     check_overrides(overrides)
     out = Path(out)
