@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
 from safetensors.torch import save_file
-from torch import nn
 from torch.utils.data import TensorDataset
 
 from hynea_pl.generators.conditioning import ClassEmbedding
