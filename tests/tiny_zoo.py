@@ -11,8 +11,9 @@ code or the cache format; the tests name the missing folder) with::
 
     python tests/tiny_zoo.py --write
 
-New weights change the golden records: write them again (``python tests/records_regression.py --write tests/golden``)
-and check them on a second kernel path (e.g. ``ATEN_CPU_CAPABILITY=default``) before committing both.
+Only the folders of a changed config are trained again (a kept folder is never rebuilt, as in any cache). New weights
+change the golden records: write them again (``python tests/records_regression.py --write tests/golden``) and check
+them on a second kernel path (e.g. ``ATEN_CPU_CAPABILITY=default``) before committing both.
 """
 
 from __future__ import annotations
@@ -78,11 +79,16 @@ def install(cache: Path | str, names: Iterable[str] = KEPT) -> None:
 
 
 def write(destination: Path = COMMITTED) -> list[str]:
-    """Build the tiny profile's kept components in a fresh cache (network blocked) and replace ``destination`` with
-    their folders; returns the folder names."""
+    """Build what ``destination`` lacks of the tiny profile's kept components, in a cache that starts from the folders
+    it keeps (network blocked), and make ``destination`` hold exactly their folders; returns the folder names.
+
+    Like any cache entry, a kept folder is named by its config's hash and never rebuilt: only the folders of a
+    changed config (new names) are trained or measured, and a folder no longer named is removed."""
     from offline_guard import network_blocked
 
     with tempfile.TemporaryDirectory() as cache:
+        if (destination / "zoo").is_dir():
+            shutil.copytree(destination / "zoo", Path(cache) / "zoo")
         os.environ["HYNEA_PL_CACHE"] = cache
         from hynea_pl.zoo.registry import build_component
 
@@ -90,9 +96,12 @@ def write(destination: Path = COMMITTED) -> list[str]:
             for name in KEPT:
                 build_component("tiny", name, verbose=False)
         kept = folders(KEPT)
-        shutil.rmtree(destination, ignore_errors=True)
+        for stale in (destination / "zoo").glob("*") if (destination / "zoo").is_dir() else ():
+            if stale.name not in kept:
+                shutil.rmtree(stale)
         for folder in kept:
-            shutil.copytree(Path(cache) / "zoo" / folder, destination / "zoo" / folder)
+            if not (destination / "zoo" / folder).exists():
+                shutil.copytree(Path(cache) / "zoo" / folder, destination / "zoo" / folder)
     return kept
 
 

@@ -8,6 +8,7 @@ test give the validity verdict; the case's images (and, for a flipped case, its 
 
 from __future__ import annotations
 
+import traceback
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,10 +18,10 @@ from hynea_pl.campaign import console
 from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import RunOutput
 from hynea_pl.campaign.records import RunFolder
+from hynea_pl.errors import one_line
 from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
 from hynea_pl.generators import Generator
-from hynea_pl.errors import one_line
 from hynea_pl.images import as_saved, load_image
 from hynea_pl.methods.base import CaseOutcome, TestCaseModule
 from hynea_pl.metrics import ms_ssim
@@ -110,8 +111,6 @@ def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: Run
             record.adapter = relative
 
 
-
-
 def no_origin_error(campaign: Campaign) -> str:
     """The ``error`` of a case none of whose seeds gave a valid origin."""
     return f"no valid origin in {campaign.selection.max_seed_tries} seeds"
@@ -125,10 +124,10 @@ def error_text(error: BaseException) -> str:
 def case_error(error: BaseException, record: CaseRecord, folder: RunFolder) -> str:
     """A failed case's ``error``: :func:`error_text` and the file that keeps the full traceback
     (:meth:`RunFolder.write_traceback`), which ``--debug`` also prints."""
-    path = folder.write_traceback(record.case_id, error)
+    trace = "".join(traceback.format_exception(error))
+    path = folder.write_traceback(record.case_id, trace)
     if errors.DEBUG:
-        console.console.print(f"{record.case_id}: {error_text(error)}\n{(folder.path / path).read_text()}",
-                              markup=False, highlight=False)
+        console.console.print(f"{record.case_id}: {error_text(error)}\n{trace}", markup=False, highlight=False)
     return f"{error_text(error)} (traceback: {path})"
 
 

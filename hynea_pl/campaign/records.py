@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from pathlib import Path
 
 import torch
@@ -159,11 +158,12 @@ class RunFolder:
         relative = f"cases/{case_id}_adapter"
         return self.path / relative, relative
 
-    def write_traceback(self, case_id: str, error: BaseException) -> str:
-        """Write ``error``'s full traceback to ``errors/<case_id>.txt``; return that path, relative to the run."""
+    def write_traceback(self, case_id: str, trace: str) -> str:
+        """Write a failed case's full traceback ``trace`` to ``errors/<case_id>.txt``; return that path, relative to
+        the run."""
         relative = f"{ERRORS_DIR}/{case_id}.txt"
         (self.path / ERRORS_DIR).mkdir(parents=True, exist_ok=True)
-        (self.path / relative).write_text("".join(traceback.format_exception(error)))
+        (self.path / relative).write_text(trace)
         return relative
 
     def append(self, record: CaseRecord) -> None:

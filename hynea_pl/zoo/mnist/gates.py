@@ -10,10 +10,10 @@ from diffusers import AutoencoderKL
 from torch import nn
 from torchvision.utils import save_image
 
-from hynea_pl.zoo.mnist.autoencoder import reconstruct
 from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.verdicts import VERDICT_CEILING
+from hynea_pl.zoo.mnist.autoencoder import reconstruct
 from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy, normalize
 from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit, mnist_test_digits
 from hynea_pl.zoo.mnist.profiles import GateConfig
