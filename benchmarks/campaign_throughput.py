@@ -39,6 +39,7 @@ def zoo_args(profile: str) -> list[str]:
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
             "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
             "--model.init_args.reference.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
+            "--model.init_args.acceptance.init_args.profile", "tiny",
             "--cases.validate_origins", "false"]
 
 

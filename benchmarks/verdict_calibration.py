@@ -1,9 +1,10 @@
-"""The verdict's calibration on the MNIST zoo: each judge's accuracy on held-out real digits, the judges' unanimous
-accuracy, and the realism test's pass rate on held-out real digits (each left out of the reference), on the zoo's
-training digits (real digits outside the reference), on generated digits (the origins' distribution) and on the
-results of finished runs. Then the verdict's ceiling on the 10,000 MNIST test digits, which no zoo model trains on:
-its rates on all of them, on the SUT's mistakes among them (its natural failures) and on the digits the SUT reads
-right; each judge's accuracy on the SUT's mistakes; how often each pair of models errs on the same digit.
+"""The verdict's calibration on the MNIST zoo: each judge's accuracy on the held-out real digits (the 10,000 MNIST
+test digits for ``full``), the judges' unanimous accuracy, and the realism test's pass rate on the held-out digits
+(each left out of the reference), on the method split's training digits (real digits outside the reference), on
+generated digits (the origins' distribution) and on the results of finished runs. Then the verdict's ceiling on the
+held-out digits, which no zoo model trains on: its rates on all of them, on the SUT's mistakes among them (its
+natural failures) and on the digits the SUT reads right; each judge's accuracy on the SUT's mistakes; how often each
+pair of models errs on the same digit.
 
     .venv/bin/python benchmarks/verdict_calibration.py [--profile full] [--per-class 20] [RUN_DIR ...]
 """
@@ -22,7 +23,7 @@ from hynea_pl.schema import read_records
 from hynea_pl.zoo import load_zoo
 from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.zoo.mnist.classifier import normalize
-from hynea_pl.zoo.mnist.data import load_digits, mnist_test_digits
+from hynea_pl.zoo.mnist.data import load_digits
 from hynea_pl.zoo.mnist.gates import generate_digits
 from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
 from hynea_pl.zoo.mnist.realism import ZooTypicality
@@ -42,8 +43,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path)
     options = parser.parse_args()
     zoo = load_zoo(options.profile)
-    data = zoo.profile.data
-    digits = load_digits(data.n_test, data.split_seed, data.n_train)
+    digits = load_digits(zoo.profile.data).judges  # its test digits: the held-out set
     judges = ZooOracle(options.profile, "judges")
     generated, classes = generate_digits(zoo.generator(), options.per_class, options.seed)
 
@@ -61,23 +61,24 @@ def main() -> None:
     realism = ZooTypicality(options.profile)
     table.add_row("realism pass (held-out: leave-one-out)", f"{realism.held_out_pass_rate:.3f}",
                   f"{realism.pass_rate(generated):.3f}")
-    table.add_row("realism pass (training digits, not in the reference)", f"{realism.real_check_pass_rate():.3f}", "")
+    table.add_row("realism pass (method split's digits, not in the reference)", f"{realism.real_check_pass_rate():.3f}",
+                  "")
     Console(width=160).print(table)
     for run in options.runs:
         results = run_results(run)
         print(f"{run}: realism pass rate of {len(results)} results {realism.pass_rate(results):.3f}")
-    print_ceiling(zoo, judges, realism)
+    print_ceiling(zoo, judges, realism, digits.test_images, digits.test_labels)
 
 
-def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality) -> None:
-    """The verdict's ceiling tables on the 10,000 MNIST test digits (:mod:`hynea_pl.evaluation.ceiling`)."""
-    images, labels = mnist_test_digits()
+def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality, images: torch.Tensor, labels: torch.Tensor) -> None:
+    """The verdict's ceiling tables on the held-out digits, the realism test's reference, each judged left out of it
+    (:mod:`hynea_pl.evaluation.ceiling`)."""
     sut = zoo.sut().eval()
     readings = read_real_images(dict(zip(judges.member_names, judges.model.members)), realism,
-                                lambda x: sut(normalize(x)), images, labels)
+                                lambda x: sut(normalize(x)), images, labels, are_reference=True)
     subsets = {"all": None, "the SUT's mistakes (natural failures)": ~readings.sut_correct,
                "the digits the SUT reads right": readings.sut_correct}
-    table = Table(title="the verdict on the 10,000 MNIST test digits")
+    table = Table(title=f"the verdict on the {len(labels):,} held-out MNIST test digits")
     for column in ("real test digits", "n", "judges unanimous on the true class", "realistic", "valid",
                    *(f"{name} accuracy" for name in readings.judges)):
         table.add_column(column, justify="left" if column == "real test digits" else "right")
@@ -86,7 +87,7 @@ def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality) -> None:
         table.add_row(subset, str(rates["n"]), *(f"{rates[k]:.3f}" for k in ("unanimous", "realistic", "valid")),
                       *(f"{a:.4f}" for a in accuracy.values()))
     Console(width=200).print(table)
-    together = Table(title="both models misread the digit (fraction of the 10,000 test digits)")
+    together = Table(title=f"both models misread the digit (fraction of the {len(labels):,} held-out digits)")
     for column in ("model", "and model", "both wrong", "if they erred independently"):
         together.add_column(column, justify="left" if "model" in column else "right")
     errors = {name: 1 - accuracy for name, accuracy in readings.judge_accuracy().items()}

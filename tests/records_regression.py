@@ -17,15 +17,15 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tiny_components import DIGIT_CENTROIDS
+from tiny_components import DIGIT_CENTROIDS, PAPER_HYNEA
 from tiny_zoo import install
 
 #: method -> (config, extra arguments); every run uses the fixed tiny zoo, classes 1 and 2, one case each (the tiny
 #: StyleGAN draws 7, 8 and 9 alike for every style, so a search among them ranks rounding errors)
 METHODS: dict[str, tuple[str, ...]] = {
     "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny",
-              "--trainer.max_steps", "8"),
-    "hynea-paper": ("configs/mnist.yaml", "--model.init_args.reference", "null", "--trainer.max_steps", "8"),
+              "--model.init_args.acceptance.init_args.profile", "tiny", "--trainer.max_steps", "8"),
+    "hynea-paper": ("configs/mnist.yaml", *PAPER_HYNEA, "--trainer.max_steps", "8"),
     "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
     "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
     "sinvad": ("configs/mnist_sinvad.yaml",),
@@ -126,15 +126,17 @@ def differences(expected: object, actual: object, path: str = "", rel: float = 1
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, required=True, help="folder for <method>.jsonl golden records")
-    parser.add_argument("--root", type=Path, default=Path("runs/golden"), help="run folders")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="run folders (default: a fresh temporary folder; an existing run folder would be resumed)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     args = parser.parse_args(argv)
     args.write.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as cache:  # the fixed tiny zoo the tests use, never one trained here
         install(cache)
         os.environ["HYNEA_PL_CACHE"] = cache
+        root = args.root or Path(cache) / "runs"
         for method in args.methods:
-            records = run_method(method, args.root)
+            records = run_method(method, root)
             lines = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
             (args.write / f"{method}.jsonl").write_text(lines)
             print(f"{method}: {len(records)} records")

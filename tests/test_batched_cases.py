@@ -16,7 +16,7 @@ from method_runs import records, tiny_fit_args
 from records_regression import ABS, REL, differences, stable
 from safetensors.torch import load_file
 from test_baselines_cases import CountingSUT, counting_sut, make_trainer
-from tiny_components import DIGIT_CENTROIDS, tiny_generator, tiny_sut
+from tiny_components import DIGIT_CENTROIDS, PAPER_HYNEA, tiny_generator, tiny_sut
 
 from baselines.giftbench import GIFTbenchCase
 from baselines.sinvad import SINVADCase
@@ -35,11 +35,12 @@ from hynea_pl.schedules import safe_pct_start
 #: cases take freed slots
 CLASSES = (0, 4, 1, 2, 3, 5)
 #: the paper's HyNeA, with learning rates high enough that the cases flip within 6 steps
-FAST = ("--model.init_args.reference", "null", "--model.init_args.stop_on", "flip",
+FAST = (*PAPER_HYNEA, "--model.init_args.stop_on", "flip",
         "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01",
         "--model.init_args.save_adapters", "true")
-#: the shipped config: steered by the reference (its views, its stop rule) and the stop margin
-SHIPPED = ()
+#: the shipped config (steered by the reference: its views, its stop rule; the stop margin; the acceptance test), one
+#: run per case (a batch runs each case once)
+SHIPPED = ("--model.init_args.attempts", "1")
 
 
 def fit_batched(root, name: str, batch_size: int, *extra: str) -> list[dict]:
@@ -77,14 +78,14 @@ def test_batched_records_are_the_records_of_one_case_at_a_time(variant, tiny_zoo
                 weights = [load_file(next((run / one["adapter"] / part).glob("*.safetensors")))
                            for run in (tmp_path / "b1", tmp_path / "b4")]
                 assert weights[0].keys() == weights[1].keys()
-                for key in weights[0]:
-                    # AdamW moves a weight by about the learning rate whatever its gradient's size: where a gradient
-                    # is within rounding of zero its sign, and so that step, differs between a batch of 4 and of 1,
-                    # so the tensors are compared as a whole, not element by element (measured: at most 0.062, a
-                    # zero-initialised layer after two steps, where every element moved by about the learning rate)
-                    assert weights[1][key].shape == weights[0][key].shape
-                    gap = (weights[1][key] - weights[0][key]).norm() / weights[0][key].norm().clamp_min(1e-3)
-                    assert gap <= 0.25, (cid, part, key, float(gap))
+                assert all(weights[1][key].shape == weights[0][key].shape for key in weights[0])
+                # AdamW moves a weight by about the learning rate whatever its gradient's size: where a gradient is
+                # within rounding of zero its sign, and so that step, differs between a batch of 4 and of 1, so the
+                # adapter is compared as a whole, not weight by weight (a 16-element bias of a zero-initialised
+                # layer can differ by its own size)
+                one_part, many_part = (torch.cat([w[key].flatten() for key in sorted(w)]) for w in weights)
+                gap = (many_part - one_part).norm() / one_part.norm().clamp_min(1e-3)
+                assert gap <= 0.25, (cid, part, float(gap))  # measured: at most 0.093
     if variant == "fast":
         assert any(r["adapter"] for r in single.values()), "an adapter was saved and compared"
 

@@ -13,7 +13,7 @@ from hynea_pl.schema import read_records
 CONFIGS = {"hynea": "configs/mnist.yaml", "giftbench-low-1e-4": "configs/mnist_giftbench.yaml",
            "sinvad": "configs/mnist_sinvad.yaml"}
 #: HyNeA's steering reference, pointed at the tiny zoo
-TINY_REFERENCE = ["--model.init_args.reference.init_args.profile", "tiny"]
+TINY_REFERENCE = ["--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny"]
 
 
 def tiny(config: str, root: Path, name: str, *extra: str) -> list[str]:
@@ -39,8 +39,9 @@ def test_flipped_means_the_decision_left_the_origin_for_every_method(method, tin
     assert record.method == method and record.error is None
     assert (record.origin_label, record.target, record.result_label) == (0, 1, 2)
     assert record.flipped and not record.target_reached
-    if method == "hynea":  # HyNeA searches for its target: a flip to a third class does not stop it
-        assert record.steps == 3
+    if method == "hynea":  # HyNeA searches for its target: a flip to a third class does not stop it, nor end its
+        attempts = record.diagnostics["attempts"]  # runs, and the kept result is a flip
+        assert record.steps == 9 and [a["steps"] for a in attempts] == [3, 3, 3]
     else:  # the untargeted searches stop at their first flip
         assert record.steps == 1
 

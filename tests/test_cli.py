@@ -25,6 +25,7 @@ def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
         "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32",
         "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny", "--model.init_args.reference.init_args.profile", "tiny",
+        "--model.init_args.acceptance.init_args.profile", "tiny",
         "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
         "--trainer.max_steps", "3", "--budget.max_evals", "3",

@@ -181,6 +181,32 @@ def test_stop_margin_waits_until_the_sut_is_that_far_past_its_boundary(stop_marg
     assert trainer.global_step == found_at and case.result.found and case.result.step == found_at
 
 
+def test_stop_margin_ratio_scales_with_the_origins_own_margin():
+    """The scripted SUT holds the origin by 2 logits: a ratio of 1.25 asks for 2.5 past the boundary, as stop_margin
+    2.5 does; the same ratio on a SUT twice as sure of its origin would ask for twice as much."""
+    sut = ScriptedMarginSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    case = make_case(sut=sut, stop_margin_ratio=1.25)
+    trainer = make_trainer(10, [FlipEarlyStopping()])
+    trainer.fit(case)
+    assert case.required_margin == pytest.approx(2.5)
+    assert trainer.global_step == 5 and case.result.found and case.result.step == 5
+
+
+def test_the_margin_hinge_enters_the_loss_until_the_margin_is_reached():
+    """With a required margin, the loss holds how far the SUT is from it, over the origin's margin: 0 once reached."""
+    case = make_case(stop_margin_ratio=0.5)
+    case.setup("fit")
+    output = case.origin_output.clone()
+    latents = torch.zeros(1, *case.generator.latent_shape)
+    image = case.origin_image
+    _, _, logged = case.case_step(1, latents, image, output, None)
+    assert float(logged["margin_short"]) == pytest.approx(1.5, rel=1e-4)  # (m0 + 0.5 m0) / m0
+    case = make_case(stop_margin_ratio=0.5, margin_weight=0.0)
+    case.setup("fit")
+    _, _, logged = case.case_step(1, latents, image, case.origin_output.clone(), None)
+    assert "margin_short" not in logged
+
+
 def test_a_negative_stop_margin_is_refused():
-    with pytest.raises(ValueError, match="stop_margin must be >= 0"):
+    with pytest.raises(ValueError, match="stop_margin and stop_margin_ratio must be >= 0"):
         make_case(stop_margin=-1.0)

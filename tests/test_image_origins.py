@@ -104,7 +104,7 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
         "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
         "--realism.init_args.profile", "tiny", "--realism.init_args.reference_size", "100",
-        "--model.init_args.reference.init_args.profile", "tiny",
+        "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny",
         "--cases.images", images, "--cases.inversion", '{"fixed_point_iterations": 2}',
         "--cases.classes", json.dumps(list(classes)), "--cases.n_per_class", "1",
         "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "10",

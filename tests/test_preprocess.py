@@ -183,7 +183,7 @@ def test_third_party_28px_model_through_a_centre_crop(tiny_zoo, digit28_weights,
     from hynea_pl.cli import main
 
     config = third_party_config(tmp_path, weights=str(digit28_weights))
-    args = ["fit", "--config", str(config), "--model.init_args.reference.init_args.profile", "tiny",
+    args = ["fit", "--config", str(config), "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny",
             "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2",
             "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
             "--cases.classes", "[1, 7]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",

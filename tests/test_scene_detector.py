@@ -10,6 +10,7 @@ from offline_guard import network_blocked
 
 import hynea_pl  # noqa: F401  (offline defaults before ultralytics)
 from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.profiles import get_profile
 from hynea_pl.zoo.scenes.data import make_scenes
 from hynea_pl.zoo.scenes.detector import ultralytics_session
 from hynea_pl.zoo.scenes.yolo_dataset import read_yolo_labels, write_yolo_dataset
@@ -17,7 +18,7 @@ from hynea_pl.zoo.scenes.yolo_dataset import read_yolo_labels, write_yolo_datase
 
 @pytest.fixture(scope="module")
 def scenes():
-    data = load_digits(200, 0, 600)  # the tiny profile's split
+    data = load_digits(get_profile("tiny").data).sut  # the tiny profile's SUT split
     train = make_scenes(data.train_images, data.train_labels, 12, seed=5)
     val = make_scenes(data.test_images, data.test_labels, 6, seed=6)
     return train, val

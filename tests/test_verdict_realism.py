@@ -15,13 +15,16 @@ from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families
 from hynea_pl.zoo.mnist.classifier import DigitCNN
 from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.profiles import DataConfig
 from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskew, digit_embedding
 from hynea_pl.zoo.mnist.oracle import OracleClassifier, OracleNet
 
 
 @pytest.fixture(scope="module")
 def digits():
-    return load_digits(n_test=300, n_train=600)
+    """600 training digits (the judges' split) and 300 held-out test digits."""
+    data = load_digits(DataConfig(sut=1, method=1, judges=600, held_out=300)).judges
+    return data
 
 
 @pytest.fixture(scope="module")

@@ -22,25 +22,24 @@ from hynea_pl.zoo.mnist.zoo import COMPONENTS
 ZOO = Path(__file__).resolve().parents[1] / "hynea_pl" / "zoo"
 
 #: The cache keys of every component: a base member's entry key (its manifest is the base zoo's), else ``(entry key,
-#: manifest key)``. A change here invalidates cached entries: make it on purpose. (Last on purpose: the base zoo's
-#: gates measure the verdict's ceiling, so its manifest, and the StyleGAN's that names it, are measured again; no
-#: entry is trained again.)
+#: manifest key)``. A change here invalidates cached entries: make it on purpose. (Last on purpose: the zoo trains on
+#: all 70,000 MNIST digits in disjoint splits, so every entry is trained again.)
 KNOWN_KEYS = {
     "full": {
-        "attribute_oracle": ("16ba100754f6", "fe738eaaec4e"), "attribute_sut": ("d4828ff4c4ca", "bc16498cd484"),
-        "autoencoder": "6b1e662aca0d", "detector_sut": ("712c4272841d", "1cbd397403d5"), "embedder": "f124795c4fbd",
-        "judge-convmixer": "324868015690", "judge-knn": "ee6aa21283b1", "ldm": "261d075085a2",
-        "layout_scenes": ("72fcd639180d", "1589b9807654"),
-        "oracle-1": "0751461c1e5b", "oracle-2": "77bd8712811d", "steer-cnn": "81192a4d7492",
-        "stylegan": ("8966b8f8d40c", "3512b7b99ceb"), "sut": "ea23e5e80aa2", "zoo": (None, "88c4062ad828"),
+        "attribute_oracle": ("ebca193649e7", "acfc8c291900"), "attribute_sut": ("252de41d0dc0", "912821388f91"),
+        "autoencoder": "0d35664ad112", "detector_sut": ("6fe92278207e", "0a099d1be68e"), "embedder": "62028fa559d7",
+        "judge-convmixer": "35d08915c5ae", "judge-knn": "f13d600fd462", "ldm": "cbc64efe48a2",
+        "layout_scenes": ("f737fdc15823", "fc0148bbe63f"),
+        "oracle-1": "8d8472647c83", "oracle-2": "63d747ab6185", "steer-cnn": "3a5e57b90bd7",
+        "stylegan": ("7e1f0c819905", "ec25be4c63b0"), "sut": "87b57c080f28", "zoo": (None, "eeff46f7b517"),
     },
     "tiny": {
-        "attribute_oracle": ("2d861cb809dd", "5a7846f23659"), "attribute_sut": ("e5394c7155ae", "5e45320e1608"),
-        "autoencoder": "f4abcf758968", "detector_sut": ("d6ead4cfcfe6", "2ff7dee8acfb"), "embedder": "96ae51617f3d",
-        "judge-convmixer": "008193b7f764", "judge-knn": "ab35f949fa61", "ldm": "c0acfcdf0ebe",
-        "layout_scenes": ("7cc6ec7093a3", "5c73d18514af"),
-        "oracle-1": "c7de9dc5fbc0", "oracle-2": "d484bfb38772", "steer-cnn": "09e9fa51f05e",
-        "stylegan": ("a4873ba389fe", "29cd1cb1b83b"), "sut": "1303fd92eba4", "zoo": (None, "d31d8ff03347"),
+        "attribute_oracle": ("0e79127d35f9", "eecaa73d70c1"), "attribute_sut": ("73fdd2aaafdd", "91f86b3fae5c"),
+        "autoencoder": "023d4d872b16", "detector_sut": ("d4aa0b713d19", "e6c4eb3b918a"), "embedder": "81bc24f8c4da",
+        "judge-convmixer": "8736c4157985", "judge-knn": "42b1a9a9d5f6", "ldm": "e37f4b3db81e",
+        "layout_scenes": ("792060abcc30", "ce8a8f35d542"),
+        "oracle-1": "3db1903a4acb", "oracle-2": "97b362277478", "steer-cnn": "2e78f9fd6aa2",
+        "stylegan": ("9165be73d8ae", "1ffc436aca65"), "sut": "6dcbc4005797", "zoo": (None, "f416ca0d8bd7"),
     },
 }
 

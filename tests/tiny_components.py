@@ -192,6 +192,9 @@ class FailingBuildHyNeA(HyNeACase):
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, **kwargs)
 
 
+#: ``fit`` arguments (after ``--config configs/mnist.yaml``) that make its HyNeA the paper's
+PAPER_HYNEA = ("--config", "configs/hynea_paper.yaml")
+
 #: ``fit`` arguments that replace a config's SUT model by :class:`DigitCentroids` (no weights file)
 DIGIT_CENTROIDS = ("--sut.init_args.model", "tiny_components.DigitCentroids", "--sut.init_args.weights", "null")
 
@@ -210,8 +213,7 @@ class DigitCentroids(torch.nn.Module):
         from hynea_pl.zoo.mnist.data import load_digits
         from hynea_pl.zoo.mnist.profiles import get_profile
 
-        split = get_profile("tiny").data
-        data = load_digits(split.n_test, split.split_seed, split.n_train)
+        data = load_digits(get_profile("tiny").data).method
         digits = (data.train_images - 0.5) / 0.5
         centroids = torch.stack([digits[data.train_labels == c].mean(0) for c in range(NUM_CLASSES)])
         self.register_buffer("centroids", centroids.flatten(1), persistent=False)

@@ -33,7 +33,7 @@ from hynea_pl.generators.protocol import conditions_beyond_class
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts import SUT
-from hynea_pl.suts.family import model_families
+from hynea_pl.suts.family import model_data, model_families
 
 #: Builds one case's fresh callback from the campaign.
 CaseCallback = Callable[["Campaign"], L.Callback]
@@ -140,8 +140,12 @@ class Campaign:
         need an invertible generator and an image folder that exists."""
         self.factory.model_class.check_task(self.sut.task, self.method)
         check_batching(self.selection, self.factory.model_class, self.method, self.callbacks, self.generator)
+        if self.selection.batch_size > 1 and int(self.factory.shared_args.get("attempts", 1)) > 1:
+            raise ValueError(f"cases.batch_size = {self.selection.batch_size}: a batch runs each case once; "
+                             "model.init_args.attempts > 1 runs with --cases.batch_size 1")
         check_classes(self.selection, self.components)
         check_judge_independent(self.oracle, self.reference, self.sut)
+        check_method_data(self.method_models, self.oracle, self.realism)
         if self.selection.images is not None:  # origins from real images: an invertible generator, a folder there
             from hynea_pl.campaign.image_cases import check_image_source
 
@@ -171,15 +175,20 @@ class Campaign:
         return self.factory.nested("reference")
 
     @property
+    def method_models(self) -> dict[str, torch.nn.Module]:
+        """The method's own models (:data:`METHOD_MODELS` it has: what steers or checks its search), by argument."""
+        return {name: model for name in METHOD_MODELS if isinstance(model := self.factory.nested(name), torch.nn.Module)}
+
+    @property
     def method(self) -> str:
         """The method name written into every record."""
         return self.output.method
 
     # ------------------------------------------------------------------ per case
-    def build_module(self, case: TestCase) -> TestCaseModule:
+    def build_module(self, case: TestCase, **overrides: Any) -> TestCaseModule:
         """The case's fresh module around the shared components, its origin handed over when the campaign sampled
-        it."""
-        model = self.factory.build(case.origin_class, case.seed)
+        it; ``overrides``: init arguments of another run of the case (:meth:`TestCaseModule.next_attempt`)."""
+        model = self.factory.build(case.origin_class, case.seed, **overrides)
         if case.origin is not None or case.noise is not None or case.condition is not None:
             model.provide_origin(case.origin, case.noise, case.condition)
         return model
@@ -251,6 +260,29 @@ def _weight_digests(module: torch.nn.Module) -> set[tuple]:
             for p in module.parameters() if p.numel() >= 64}
 
 
+#: A method's arguments that hold its own models (they steer its search or check its results): each must learn from
+#: other data than the verdict (:func:`check_method_data`), and the reference of another family than every judge.
+METHOD_MODELS = ("reference", "acceptance")
+
+
+def check_method_data(method_models: dict[str, torch.nn.Module], oracle: torch.nn.Module | None,
+                      realism: torch.nn.Module | None) -> None:
+    """Refuse (one line) a method's model that learnt from data the verdict uses: the judges' training data or the
+    realism test's reference (as the models name them, :func:`hynea_pl.suts.family.model_data`). A method that learnt
+    from the judges' digits would find what the judges accept, not what is real. Also refuses an ``acceptance``
+    model of a judge's family."""
+    verdict = model_data(oracle) | model_data(realism)
+    for name, model in method_models.items():
+        shared = sorted(model_data(model) & verdict)
+        if shared:
+            raise ValueError(f"model.init_args.{name} learnt from {', '.join(shared)}, which the verdict's judges or "
+                             "realism test use: a method's models must learn from other data (the zoo's method split)")
+        families = sorted(model_families(model) & model_families(oracle)) if name != "reference" and oracle else []
+        if families:
+            raise ValueError(f"model.init_args.{name} is of the family {', '.join(families)}, like a judge of the "
+                             "oracle: a method's models must be of other families than every judge")
+
+
 def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.Module | None,
                             sut: torch.nn.Module | None = None) -> None:
     """Refuse a judge that shares weights with the model steering the search (the same network under another
@@ -272,5 +304,5 @@ def check_judge_independent(oracle: torch.nn.Module | None, reference: torch.nn.
                       "blind spots and undercount valid failures", stacklevel=2)
 
 
-__all__ = ["DEFAULT_CALLBACKS", "Campaign", "CaseCallback", "case_trainer_config", "check_batching", "check_classes",
-           "check_judge_independent"]
+__all__ = ["DEFAULT_CALLBACKS", "METHOD_MODELS", "Campaign", "CaseCallback", "case_trainer_config", "check_batching",
+           "check_classes", "check_judge_independent", "check_method_data"]

@@ -27,7 +27,7 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
 
 #: Model arguments the campaign fills per case (the others come from the config, built once).
-CASE_ARGS = ("generator", "sut", "origin_class", "seed")
+CASE_ARGS = ("generator", "sut", "origin_class", "seed", "attempt")
 
 
 @dataclass
@@ -80,10 +80,11 @@ class CaseFactory:
         built = parser.instantiate_classes(parser.parse_object({"model": init_args}), instantiate_groups=False)
         self.shared_args: dict[str, Any] = dict(vars(built.model))
 
-    def build(self, origin_class: int | None, seed: int) -> TestCaseModule:
-        """A fresh module for one case, around the shared components."""
+    def build(self, origin_class: int | None, seed: int, **overrides: Any) -> TestCaseModule:
+        """A fresh module for one case, around the shared components (``overrides``: init arguments of another run
+        of the case)."""
         return self.model_class(generator=self.components.generator, sut=self.components.sut,
-                                origin_class=origin_class, seed=seed, **self.shared_args)
+                                origin_class=origin_class, seed=seed, **{**self.shared_args, **overrides})
 
     def nested(self, name: str) -> Any:
         """A shared nested component of the method (e.g. ``reference``), or ``None``."""

@@ -132,9 +132,10 @@ def case_error(error: BaseException, record: CaseRecord, folder: RunFolder) -> s
 
 
 def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule | None, steps: int,
-                  folder: RunFolder) -> None:
+                  folder: RunFolder, attempts: list[dict] | None = None) -> None:
     """Write what the case's module returned (:meth:`TestCaseModule.case_outcome`) into ``record`` through
-    :func:`fill_outcome` and append it to the run folder (the single and the batched path alike)."""
+    :func:`fill_outcome` and append it to the run folder (the single and the batched path alike); ``attempts``: each
+    run of a case that ran more than once (``diagnostics.attempts``)."""
     record.steps = steps
     if model is not None:
         try:
@@ -142,6 +143,8 @@ def finish_record(campaign: Campaign, record: CaseRecord, model: TestCaseModule 
                          campaign.stability)
         except Exception as error:
             record.error = record.error or case_error(error, record, folder)
+    if attempts:
+        record.diagnostics = {**(record.diagnostics or {}), "attempts": attempts}
     folder.append(record)
 
 

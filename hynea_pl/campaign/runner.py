@@ -25,8 +25,39 @@ if TYPE_CHECKING:
     from hynea_pl.campaign.campaign import Campaign
 
 
+def fit_attempt(campaign: Campaign, case: TestCase, model: TestCaseModule) -> L.Trainer:
+    """Fit one run of a case's module with a fresh Trainer and the campaign's case callbacks."""
+    L.seed_everything(case.seed, verbose=False)
+    trainer_kwargs = campaign.trainer_kwargs(case)
+    trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), *campaign.case_callbacks()]
+    trainer = L.Trainer(**trainer_kwargs)
+    try:
+        trainer.fit(model)
+    except SystemExit as stop:  # Lightning turns Ctrl-C into sys.exit(1): keep it an interrupt (cli says so)
+        if type(stop) is SystemExit and trainer.interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        close_case_loggers(trainer)
+    return trainer
+
+
+def attempt_rank(model: TestCaseModule, campaign: Campaign) -> tuple[bool, bool]:
+    """How good a run's result is: found (the method's own stop rule held), then flipped by the SUT."""
+    result = model.result
+    if result.output is None or not model.has_origin:
+        return False, False
+    flipped = bool(campaign.sut.is_flipped(result.output, model.origin_output, model.target).all())
+    return result.found, flipped
+
+
 def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecord:
-    """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded."""
+    """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded.
+
+    A method may run a case more than once within its budget (:meth:`TestCaseModule.next_attempt`): each run is a
+    fresh module and Trainer that starts from the evaluations spent so far, so the budget holds across runs. The
+    record keeps the best run's result (found, else flipped, else the first) and every run's evaluations
+    (``diagnostics.attempts``)."""
     record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
     if case.seed is None:
         record.error = no_origin_error(campaign)
@@ -35,25 +66,31 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
 
     start = time.perf_counter()
     model: TestCaseModule | None = None
-    trainer: L.Trainer | None = None
+    kept: TestCaseModule | None = None
+    attempts: list[dict] = []
+    spent = steps = 0
     try:
-        L.seed_everything(case.seed, verbose=False)
-        model, trainer_kwargs = campaign.build_case(case)
-        trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), *campaign.case_callbacks()]
-        trainer = L.Trainer(**trainer_kwargs)
-        try:
-            trainer.fit(model)
-        except SystemExit as stop:  # Lightning turns Ctrl-C into sys.exit(1): keep it an interrupt (cli says so)
-            if type(stop) is SystemExit and trainer.interrupted:
-                raise KeyboardInterrupt from None
-            raise
+        overrides: dict | None = {}
+        while overrides is not None:
+            model = campaign.build_module(case, **overrides)
+            model.sut_evals = spent  # the budget callback counts the case's evaluations over all its runs
+            trainer = fit_attempt(campaign, case, model)
+            steps += trainer.global_step
+            attempts.append({**model.attempt_summary(), "sut_evals": int(model.sut_evals) - spent,
+                             "steps": trainer.global_step, "stop_reason": model.stop_reason})
+            spent = int(model.sut_evals)
+            if kept is None or attempt_rank(model, campaign) > attempt_rank(kept, campaign):
+                kept = model
+            overrides = model.next_attempt()
+            if overrides is not None and spent + model.evals_per_step > campaign.budget:
+                overrides = None
+        model = kept
     except Exception as error:  # a failing case is recorded, the campaign goes on
         record.error = case_error(error, record, folder)
-    finally:
-        if trainer is not None:
-            close_case_loggers(trainer)
     record.runtime_s = time.perf_counter() - start
-    finish_record(campaign, record, model, trainer.global_step if trainer is not None else 0, folder)
+    if model is not None:
+        model.sut_evals = max(spent, int(model.sut_evals))
+    finish_record(campaign, record, model, steps, folder, attempts if len(attempts) > 1 else None)
     return record
 
 

@@ -60,15 +60,25 @@ class RealReadings:
 
 @torch.no_grad()
 def read_real_images(judges: Mapping[str, nn.Module], realism: TypicalityTest | None, sut: nn.Module,
-                     images: Tensor, labels: Tensor, batch_size: int = 500) -> RealReadings:
+                     images: Tensor, labels: Tensor, batch_size: int = 500,
+                     are_reference: bool = False) -> RealReadings:
     """The verdict's readings of real ``images (N, C, H, W)`` in [0, 1] of classes ``labels (N,)``: ``judges`` and
-    ``sut`` map raw images to logits ``(B, classes)``."""
+    ``sut`` map raw images to logits ``(B, classes)``. ``are_reference``: ``images`` are the realism test's own
+    reference, in order, and each is judged left out of it (``TypicalityTest.reference_passed``): an image is never
+    its own nearest neighbour."""
     def reads_class(model: nn.Module) -> Tensor:
         return torch.cat([model(images[i : i + batch_size]).argmax(-1) for i in range(0, len(images), batch_size)]
                          ) == labels
 
-    realistic = (torch.cat([realism.readings(images[i : i + batch_size])["passed"]
-                            for i in range(0, len(images), batch_size)])
-                 if realism is not None else torch.ones(len(images), dtype=torch.bool))
+    if realism is None:
+        realistic = torch.ones(len(images), dtype=torch.bool)
+    elif are_reference:
+        if len(realism.reference_passed) != len(images):
+            raise ValueError(f"{len(images)} images are not the realism test's {len(realism.reference_passed)} "
+                             "reference images")
+        realistic = realism.reference_passed.cpu()
+    else:
+        realistic = torch.cat([realism.readings(images[i : i + batch_size])["passed"]
+                               for i in range(0, len(images), batch_size)])
     return RealReadings({name: reads_class(model) for name, model in judges.items()}, realistic.bool(),
                         reads_class(sut))

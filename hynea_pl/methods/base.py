@@ -154,6 +154,15 @@ class TestCaseModule(L.LightningModule):
         """Method-specific numbers for the record's ``diagnostics``."""
         return {}
 
+    def next_attempt(self) -> dict[str, Any] | None:
+        """After a fit: the init arguments that change for another run of this case (the case loop builds it
+        with them, within the case's budget), or ``None`` (the default: one run per case)."""
+        return None
+
+    def attempt_summary(self) -> dict[str, Any]:
+        """What the record's ``diagnostics.attempts`` says of this run besides its evaluations, steps and stop."""
+        return {}
+
     def case_outcome(self) -> CaseOutcome:
         """What the case hands to the campaign after its fit (also after a failed one): its counts, why it ended, its
         origin and result, :meth:`record_diagnostics` and :meth:`save_adapter`. A method overrides the parts it

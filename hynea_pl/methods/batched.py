@@ -142,9 +142,9 @@ class BatchedHyNeA(L.LightningModule):
     def _lr(self, case: HyNeACase, done: int) -> float:
         hp = case.hparams
         total = hp.total_steps or self.max_steps
+        lr_min, lr_max = case.learning_rates
         # the initial lr as OneCycleLR computes it (max_lr / div_factor, HyNeACase's div_factor), bit for bit
-        return one_cycle_lr(done, total, hp.lr_max, hp.lr_max / (hp.lr_max / hp.lr_min),
-                            safe_pct_start(hp.pct_start, total))
+        return one_cycle_lr(done, total, lr_max, lr_max / (lr_max / lr_min), safe_pct_start(hp.pct_start, total))
 
     def training_step(self, batch: int, batch_idx: int) -> None:
         self._fill()

@@ -10,6 +10,7 @@ from torch.utils.data import DataLoader
 from hynea_pl.generators import HYPERNET_ADAPTER, DiffusionGenerator, require
 from hynea_pl.hypernets import ControlProjector
 from hynea_pl.images import as_saved, shifted_views
+from hynea_pl.methods.acceptance import AcceptanceTest
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.objectives import frobenius_distance
@@ -53,6 +54,12 @@ class HyNeACase(TestCaseModule):
             reach ``stop_margin``); 0: the first step across the boundary (the paper). A result just across the
             boundary is often undone by a one-pixel shift (the stability verdict,
             :mod:`hynea_pl.evaluation.stability`); the SUT's margin on the image itself costs no extra evaluation.
+        stop_margin_ratio: the same margin as a fraction of the SUT's own margin on the origin (how far the origin
+            was on the other side): it means the same for any SUT, whatever the scale of its logits. The larger of
+            the two margins applies.
+        margin_weight: weight of the stop margin in the loss, as a hinge: how far the SUT still is from the required
+            margin, over its margin on the origin (0 once reached). The behaviour term alone settles where the image
+            distance balances it, often short of the margin; 0: the margin only stops.
         reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
             decision (the SUT and the reference disagree); the first such image is the result.
         reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
@@ -60,6 +67,15 @@ class HyNeACase(TestCaseModule):
         reference_views: the reference judges (loss and stop rule) the image and its one-pixel shifts and a
             lower-contrast copy (:func:`hynea_pl.images.shifted_views`), and keeps the origin's decision only when it
             does on all of them: a result that stays the origin's class under small changes, not on an edge.
+        acceptance: the method's own check of a result (:class:`~hynea_pl.methods.acceptance.AcceptanceTest`, of
+            models and data no judge uses): a step counts as found only when it accepts the image as a member of the
+            origin's class (a blob, a faded or a smeared digit is refused), so the search goes on past a rejected
+            flip.
+        attempts: how many runs a case may make within its budget: a run that ends without a found result is
+            followed by a fresh HyperNet at ``retry_lr_scale`` times the learning rates (the case loop starts it,
+            :func:`hynea_pl.campaign.runner.run_case`); the record keeps every run's evaluations.
+        retry_lr_scale: each further run's factor on ``lr_min`` and ``lr_max``.
+        attempt: which run this module is (0: the first; set by the case loop).
         prior_weight: weight of a realism prior added to the loss: the frozen denoiser's own denoising loss on the
             adapted latents (:meth:`DiffusionGenerator.denoising_loss`), at a timestep drawn per step from
             ``prior_timesteps`` (fractions of the training schedule); 0: none (the paper).
@@ -92,9 +108,15 @@ class HyNeACase(TestCaseModule):
         reference_weight: float = 0.0,
         stop_on: str = "target",
         stop_margin: float = 0.0,
+        stop_margin_ratio: float = 0.0,
+        margin_weight: float = 1.0,
         reference_stop: bool = True,
         reference_margin: float = 0.0,
         reference_views: bool = False,
+        acceptance: AcceptanceTest | None = None,
+        attempts: int = 1,
+        retry_lr_scale: float = 0.5,
+        attempt: int = 0,
         prior_weight: float = 0.0,
         prior_timesteps: tuple[float, float] = (0.2, 0.6),
         save_adapters: bool = False,
@@ -103,12 +125,17 @@ class HyNeACase(TestCaseModule):
         require(generator, HYPERNET_ADAPTER, "HyNeA")
         if stop_on not in ("target", "flip"):
             raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
-        if stop_margin < 0:
-            raise ValueError(f"stop_margin must be >= 0, got {stop_margin}")
-        self.save_hyperparameters(ignore=["generator", "sut", "reference"])
+        if stop_margin < 0 or stop_margin_ratio < 0:
+            raise ValueError(f"stop_margin and stop_margin_ratio must be >= 0, got {stop_margin}, {stop_margin_ratio}")
+        if attempts < 1 or not 0 <= attempt < attempts:
+            raise ValueError(f"attempts must be >= 1 and attempt in 0..attempts-1, got {attempts}, {attempt}")
+        if not 0 < retry_lr_scale <= 1:
+            raise ValueError(f"retry_lr_scale must be in (0, 1], got {retry_lr_scale}")
+        self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance"])
         self.generator = generator
         self.sut = sut
         self.reference = reference
+        self.acceptance = acceptance
         self.hypernet = generator.make_hypernet()
         if getattr(generator, "channels_last", False):  # the trainable copy follows the frozen model's layout
             self.hypernet.to(memory_format=torch.channels_last)
@@ -126,6 +153,13 @@ class HyNeACase(TestCaseModule):
         register_origin(self, hp.seed, hp.origin_class, hp.target)
         device = self.origin_image.device
         self.register_buffer("control", self.sut.control_signal(self.origin_output, self.target), persistent=False)
+        origin_margin = float(self.sut.decision_margin(self.origin_output, self.origin_output, self.target)[0])
+        self.origin_margin = max(origin_margin, 1e-3)
+        self.required_margin = max(hp.stop_margin, hp.stop_margin_ratio * max(origin_margin, 0.0))
+        if self.acceptance is not None:
+            if hp.origin_class is None:
+                raise ValueError("model.acceptance checks a result against its origin's class; these cases have none")
+            self.acceptance.to(device)
         if self.reference is not None:
             self.reference.to(device)
             self.register_buffer("reference_origin_output", self.reference(self.origin_image), persistent=False)
@@ -135,17 +169,39 @@ class HyNeACase(TestCaseModule):
         """HyNeA has no data: each training step is one adaptation step of the HyperNet."""
         return DataLoader(range(self.trainer.max_steps if self.trainer.max_steps > 0 else 1), batch_size=None)
 
+    @property
+    def learning_rates(self) -> tuple[float, float]:
+        """This run's ``(lr_min, lr_max)``: the configured ones times ``retry_lr_scale`` per earlier run."""
+        hp = self.hparams
+        scale = hp.retry_lr_scale ** hp.attempt
+        return hp.lr_min * scale, hp.lr_max * scale
+
+    def next_attempt(self) -> dict | None:
+        """The arguments of the case's next run (``{"attempt": n}``) when this one ended without a found result and
+        runs are left; ``None`` otherwise."""
+        hp = self.hparams
+        if self.result.found or not self.has_origin or hp.attempt + 1 >= hp.attempts:
+            return None
+        return {"attempt": hp.attempt + 1}
+
+    def attempt_summary(self) -> dict:
+        """This run in the record's ``diagnostics.attempts``: its learning rates and whether it found its result."""
+        lr_min, lr_max = self.learning_rates
+        return {"attempt": self.hparams.attempt, "lr_min": lr_min, "lr_max": lr_max, "found": self.result.found}
+
     def configure_optimizers(self):
-        """AdamW(lr_min) with OneCycleLR(max_lr=lr_max) stepped every optimisation step."""
+        """AdamW(lr_min) with OneCycleLR(max_lr=lr_max) stepped every optimisation step (this run's rates,
+        :attr:`learning_rates`)."""
         params = [*self.hypernet.parameters(), *self.projector.parameters()]
         hp = self.hparams
-        optimizer = torch.optim.AdamW(params, lr=hp.lr_min, weight_decay=hp.weight_decay)
+        lr_min, lr_max = self.learning_rates
+        optimizer = torch.optim.AdamW(params, lr=lr_min, weight_decay=hp.weight_decay)
         total = hp.total_steps or self.trainer.max_steps
         if total is None or total <= 0:
             raise ValueError("HyNeACase needs trainer.max_steps (or model.total_steps) for its OneCycle schedule")
         scheduler = torch.optim.lr_scheduler.OneCycleLR(
-            optimizer, max_lr=hp.lr_max, total_steps=total, pct_start=safe_pct_start(hp.pct_start, total),
-            div_factor=hp.lr_max / hp.lr_min, cycle_momentum=False,
+            optimizer, max_lr=lr_max, total_steps=total, pct_start=safe_pct_start(hp.pct_start, total),
+            div_factor=lr_max / lr_min, cycle_momentum=False,
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
@@ -219,15 +275,20 @@ class HyNeACase(TestCaseModule):
             behaviour_term = behaviour
         loss = distance + behaviour_term
         logged = {"distance": distance, "behaviour": behaviour}
+        if self.required_margin and hp.margin_weight:
+            held = self.sut.decision_margin(output, self.origin_output, self.target)  # > 0 while the origin holds
+            short = (held + self.required_margin).clamp_min(0).mean() / self.origin_margin
+            loss = loss + hp.margin_weight * short
+            logged["margin_short"] = short
         if hp.prior_weight:
             prior = self.prior_loss(latents, step)
             loss = loss + hp.prior_weight * prior
             logged["prior"] = prior
         test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
         found = bool(test(output, self.origin_output, self.target).all())
-        if hp.stop_margin:
+        if self.required_margin:
             margin = self.sut.decision_margin(output.detach(), self.origin_output, self.target)
-            found = found and bool((margin <= -hp.stop_margin).all())
+            found = found and bool((margin <= -self.required_margin).all())
         if self.reference is not None:
             views = len(reference_output)
             origin_output = self.reference_origin_output.expand(views, *self.reference_origin_output.shape[1:])
@@ -239,6 +300,9 @@ class HyNeACase(TestCaseModule):
                                              self.target.expand(views), hp.reference_margin).all())
             found = found and (kept or not hp.reference_stop)
             logged["reference_kept"] = float(kept)
+        if self.acceptance is not None and found:  # only a step that would stop asks (it costs no SUT evaluation)
+            found = bool(self.acceptance(images.detach(), torch.tensor([hp.origin_class])).all())
+            logged["accepted"] = float(found)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {step}")
         self._keep_result(images.detach(), output.detach(), float(behaviour.detach()), found, step)

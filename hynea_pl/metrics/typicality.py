@@ -46,8 +46,10 @@ class TypicalityTest(nn.Module):
             self.register_buffer(f"calibration_{name}", knn_radius(vectors, vectors, self.k, exclude_self=True))
         own = typicality_score({name: self._calibration(name) for name in spaces}, self._calibrations())
         self.register_buffer("threshold", torch.quantile(own, self.quantile))
+        #: ``(M,)``: whether each reference image passes, left out of the reference (leave-one-out)
+        self.register_buffer("reference_passed", own <= self.threshold)
         #: the pass rate of the reference images, each left out of the reference (about ``quantile``)
-        self.held_out_pass_rate = float((own <= self.threshold).double().mean())
+        self.held_out_pass_rate = float(self.reference_passed.double().mean())
 
     @property
     def spaces(self) -> list[str]:

@@ -36,4 +36,15 @@ def model_families(model: nn.Module) -> frozenset[str]:
     return frozenset(found)
 
 
-__all__ = ["model_families", "network_family"]
+
+
+def model_data(model: nn.Module | None) -> frozenset[str]:
+    """The names of the data every module in ``model`` learnt from or keeps as its reference: the union of their
+    ``training_data`` attributes (a zoo model: ``zoo-digits:<split>``, the split its entry recorded; a user's model
+    names none). The campaign refuses a method's model that shares one with the verdict's judges or realism test."""
+    if model is None:
+        return frozenset()
+    return frozenset(name for module in model.modules() for name in getattr(module, "training_data", ()) or ())
+
+
+__all__ = ["model_data", "model_families", "network_family"]

@@ -137,7 +137,8 @@ class Component:
 class BuildContext:
     """What a component's ``train`` / ``measure`` may use: ``profile``, ``deps`` (name -> built entry folder of each
     of its ``depends``, then of its ``gated_by``; a bundle's: of its members) and ``data`` (the profile's digit
-    split, loaded on first access)."""
+    splits, :class:`~hynea_pl.zoo.mnist.data.DigitSplits`, loaded on first access: a component trains on its own
+    split)."""
 
     def __init__(self, profile: ZooProfile, deps: Mapping[str, Path]) -> None:
         self.profile = profile
@@ -147,8 +148,7 @@ class BuildContext:
     def data(self):
         from hynea_pl.zoo.mnist.data import load_digits
 
-        cfg = self.profile.data
-        return load_digits(cfg.n_test, cfg.split_seed, cfg.n_train)
+        return load_digits(self.profile.data)
 
 
 @dataclass(frozen=True)

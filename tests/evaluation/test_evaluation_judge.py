@@ -24,7 +24,9 @@ def test_judge_case_on_real_digits():
     from hynea_pl.suts import ClassifierSUT
     from hynea_pl.zoo.mnist.data import load_digits
 
-    data = load_digits(n_test=200)
+    from hynea_pl.zoo.mnist.profiles import get_profile
+
+    data = load_digits(get_profile("tiny").data).judges
     images, labels = data.test_images, data.test_labels
     oracle = ClassifierSUT(NearestDigit(images, labels))
     pick = {c: [i for i in range(len(labels)) if labels[i] == c] for c in (3, 5, 8)}

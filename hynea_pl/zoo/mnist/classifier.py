@@ -65,7 +65,15 @@ def load_classifier(entry: Path) -> DigitCNN:
     config = json.loads((entry / "config.json").read_text())
     model = DigitCNN(**config["init_args"])
     model.load_state_dict(load_file(str(entry / "model.safetensors")))
-    return model.eval().requires_grad_(False)
+    return note_training_data(model.eval().requires_grad_(False), config)
+
+
+def note_training_data(model: nn.Module, config: dict) -> nn.Module:
+    """Name on ``model`` the digits its zoo entry's ``config`` says it trained on (``training_data``,
+    ``zoo-digits:<split>``; see :func:`hynea_pl.suts.family.model_data`), and return it."""
+    if config.get("data_split"):
+        model.training_data = {f"zoo-digits:{config['data_split']}"}
+    return model
 
 
 def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torch.Tensor:

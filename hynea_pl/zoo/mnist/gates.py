@@ -15,7 +15,8 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.verdicts import VERDICT_CEILING
 from hynea_pl.zoo.mnist.autoencoder import reconstruct
 from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy, normalize
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit, mnist_test_digits
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.oracle import KNN_JUDGE
 from hynea_pl.zoo.mnist.profiles import GateConfig
 from hynea_pl.zoo.quality import Gate
 
@@ -55,14 +56,15 @@ def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
 
 def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
                          samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit) -> list[Gate]:
-    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``) and on the generated
+    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``, the k-NN judge by ``knn_accuracy``) and on the generated
     ``samples`` against their class (recorded), then the judges' unanimous accuracy on both (recorded: the
     fraction of digits every judge reads as their class, as a verdict needs them)."""
     images, labels = samples
     result, held_out, generated = [], {}, {}
     for name, oracle in oracles.items():
         held_out[name], generated[name] = probabilities(oracle, data.test_images), probabilities(oracle, images)
-        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), gates.oracle_accuracy))
+        threshold = gates.knn_accuracy if name == KNN_JUDGE else gates.oracle_accuracy
+        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), threshold))
         result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated[name], labels), None))
     for suffix, probs, truth in (("", held_out, data.test_labels), ("_generated", generated, labels)):
         unanimous = torch.stack([probs[name].argmax(-1) == truth for name in judges]).all(0)
@@ -71,13 +73,14 @@ def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judge
 
 
 def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], realism: TypicalityTest,
-                          sut: DigitCNN) -> list[Gate]:
-    """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the first ``gates.ceiling_digits`` MNIST test
-    digits, which no zoo model trains on: the fraction the verdict (``judges`` unanimous on the digit's class, and
-    ``realism``) calls valid, gated by ``verdict_ceiling``; the same among the SUT's mistakes on them (its natural
-    failures: how often the verdict recognises a true failure) and the judges' unanimous accuracy, recorded."""
-    images, labels = (t[: gates.ceiling_digits] for t in mnist_test_digits())
-    readings = read_real_images(judges, realism, lambda x: sut(normalize(x)), images, labels)
+                          sut: DigitCNN, data: DigitSplit) -> list[Gate]:
+    """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the held-out test digits of ``data``, which no
+    zoo model trains on and which are ``realism``'s reference (each judged left out of it): the fraction the verdict
+    (``judges`` unanimous on the digit's class, and ``realism``) calls valid, gated by ``verdict_ceiling``; the same
+    among the SUT's mistakes on them (its natural failures: how often the verdict recognises a true failure) and the
+    judges' unanimous accuracy, recorded."""
+    readings = read_real_images(judges, realism, lambda x: sut(normalize(x)), data.test_images, data.test_labels,
+                                are_reference=True)
     on_all, on_errors = readings.rates(), readings.rates(~readings.sut_correct)
     return [
         Gate(VERDICT_CEILING, on_all["valid"], gates.verdict_ceiling),

@@ -22,7 +22,7 @@ from torch import nn
 
 from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
 from hynea_pl.zoo.cache import import_class
-from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize
+from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize, note_training_data
 from hynea_pl.zoo.mnist.data import NUM_CLASSES
 from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, reference_embeddings
 from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
@@ -141,20 +141,22 @@ def load_oracle(entry: Path) -> nn.Module:
             reference, labels = state["reference"], state["labels"]
         else:
             reference, labels = knn_reference(json.dumps(config["reference"], sort_keys=True))
-        return KNNDigitClassifier(reference, labels, **config["init_args"]).eval()
+        return note_training_data(KNNDigitClassifier(reference, labels, **config["init_args"]).eval(), config)
     network = network_class(**config["init_args"])
     network.load_state_dict(load_file(str(weights)))
-    return OracleClassifier(network)
+    return note_training_data(OracleClassifier(network), config)
 
 
 @functools.lru_cache(maxsize=2)
 def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the digit split's
-    :class:`~hynea_pl.zoo.mnist.profiles.DataConfig` and the :class:`KNNOracleConfig`), derived once per process."""
+    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the digit splits'
+    :class:`~hynea_pl.zoo.mnist.profiles.DataConfig`, the split it keeps and the :class:`KNNOracleConfig`), derived
+    once per process."""
     from hynea_pl.zoo.mnist.data import load_digits
+    from hynea_pl.zoo.mnist.profiles import DataConfig
 
     recipe = json.loads(recipe)
-    data = load_digits(**recipe["data"])
+    data = load_digits(DataConfig(**recipe["data"]))[recipe["split"]]
     return reference_embeddings(data.train_images, data.train_labels, KNNOracleConfig(**recipe["knn"]))
 
 

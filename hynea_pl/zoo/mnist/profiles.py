@@ -10,9 +10,15 @@ from dataclasses import dataclass, field, replace
 
 @dataclass(frozen=True)
 class DataConfig:
-    n_test: int = 1000
+    """How many of MNIST's 60,000 training digits each split holds (disjoint, cut from one permutation drawn from
+    ``split_seed``: :mod:`hynea_pl.zoo.mnist.data`) and how many of its 10,000 test digits are held out (the realism
+    reference and every calibration; never trained on)."""
+
+    sut: int = 20000
+    method: int = 20000
+    judges: int = 20000
+    held_out: int = 10000
     split_seed: int = 0
-    n_train: int | None = None
 
 
 @dataclass(frozen=True)
@@ -21,7 +27,7 @@ class ClassifierConfig:
     hidden: int = 128
     dropout: float = 0.25
     lr: float = 2e-3
-    max_steps: int = 250
+    max_steps: int = 600
     batch_size: int = 128
     max_shift: int = 2
     seed: int = 1
@@ -88,9 +94,9 @@ class KNNOracleConfig:
 
     k: int = 5
     blur_sigma: float = 1.0
-    shift: int = 1
+    shift: int = 0
     rotations: tuple[float, ...] = (8.0, -8.0)
-    elastic_copies: int = 4
+    elastic_copies: int = 2
     elastic_alpha: float = 1.5
     elastic_grid: int = 4
     seed: int = 15
@@ -141,17 +147,17 @@ class SamplerConfig:
 class GateConfig:
     """Minimum quality a build must reach; ``None`` records the value without enforcing it."""
 
-    sut_accuracy: float | None = 0.97
-    oracle_accuracy: float | None = 0.98
+    sut_accuracy: float | None = 0.985
+    #: each trained oracle member's accuracy on the held-out digits; the k-NN judge's: ``knn_accuracy``
+    oracle_accuracy: float | None = 0.99
+    knn_accuracy: float | None = 0.98
     reconstruction_accuracy: float | None = 0.95
     generated_accuracy: float | None = 0.90
-    #: the verdict's valid rate on real MNIST test digits (:func:`~hynea_pl.zoo.mnist.gates.measure_ceiling_gates`)
-    verdict_ceiling: float | None = None
-    max_build_s: float | None = 840.0
+    #: the verdict's valid rate on the held-out real digits (:func:`~hynea_pl.zoo.mnist.gates.measure_ceiling_gates`)
+    verdict_ceiling: float | None = 0.93
+    max_build_s: float | None = 900.0
     generated_per_class: int = 20
     sample_seed: int = 1234
-    #: how many of the 10,000 MNIST test digits measure the verdict's ceiling
-    ceiling_digits: int = 10000
 
 
 @dataclass(frozen=True)
@@ -171,10 +177,10 @@ class ZooProfile:
     #: the validity oracle's members by name (roles in :data:`hynea_pl.zoo.mnist.oracle.ORACLE_ROLES`): the steering
     #: member ``steer-cnn`` (plain CNN) and four judges of three other families (residual CNN x 2, ConvMixer, k-NN)
     oracles: dict[str, OracleConfig | KNNOracleConfig] = field(default_factory=lambda: {
-        "steer-cnn": CNNOracleConfig(seed=15),
-        "oracle-1": OracleConfig(seed=12),
-        "oracle-2": OracleConfig(seed=13),
-        "judge-convmixer": ConvMixerOracleConfig(seed=16),
+        "steer-cnn": CNNOracleConfig(max_steps=600, seed=15),
+        "oracle-1": OracleConfig(max_steps=700, seed=12),
+        "oracle-2": OracleConfig(max_steps=700, seed=13),
+        "judge-convmixer": ConvMixerOracleConfig(max_steps=700, seed=16),
         "judge-knn": KNNOracleConfig(),
     })
 
@@ -183,7 +189,7 @@ FULL = ZooProfile(name="full")
 
 TINY = ZooProfile(
     name="tiny",
-    data=DataConfig(n_test=200, n_train=600),
+    data=DataConfig(sut=600, method=600, judges=600, held_out=200),
     sut=ClassifierConfig(channels=(8, 16), hidden=32, max_steps=20, batch_size=64),
     embedder=ClassifierConfig(channels=(8, 8, 16), hidden=16, max_steps=10, batch_size=64, seed=2),
     autoencoder=AutoencoderConfig(block_out_channels=(8, 16, 16), norm_num_groups=8, max_steps=10, batch_size=32),
@@ -192,15 +198,16 @@ TINY = ZooProfile(
     ),
     sampler=SamplerConfig(num_inference_steps=4),
     gates=GateConfig(
-        sut_accuracy=None, oracle_accuracy=None, reconstruction_accuracy=None, generated_accuracy=None,
-        max_build_s=None, generated_per_class=2, ceiling_digits=500,
+        sut_accuracy=None, oracle_accuracy=None, knn_accuracy=None, reconstruction_accuracy=None,
+        generated_accuracy=None, verdict_ceiling=None,
+        max_build_s=None, generated_per_class=2,
     ),
     oracles={
         "steer-cnn": CNNOracleConfig(channels=(8, 16), hidden=16, max_steps=5, batch_size=32, seed=15),
         "oracle-1": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
         "oracle-2": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
         "judge-convmixer": ConvMixerOracleConfig(dim=16, depth=2, max_steps=5, batch_size=32, seed=16),
-        "judge-knn": KNNOracleConfig(rotations=(), elastic_copies=0),
+        "judge-knn": KNNOracleConfig(shift=1, rotations=(), elastic_copies=0),
     },
 )
 

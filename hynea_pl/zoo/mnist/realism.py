@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.data import held_out_digits_of, load_digits
 from hynea_pl.zoo.mnist.profiles import get_profile
 from hynea_pl.zoo.registry import load_component
 
@@ -26,11 +26,9 @@ def zoo_realism_features(profile: str = "full") -> nn.Module:
 
 
 def held_out_split(profile: str = "full") -> tuple[Tensor, Tensor]:
-    """The zoo's held-out real digits ``(n_test, 1, 32, 32)`` in [0, 1] (1000 for ``full``), never trained on, and
-    their classes ``(n_test,)``."""
-    data = get_profile(profile).data
-    split = load_digits(data.n_test, data.split_seed, data.n_train)
-    return split.test_images, split.test_labels
+    """The zoo's held-out real digits ``(held_out, 1, 32, 32)`` in [0, 1] (the 10,000 MNIST test digits for
+    ``full``), never trained on, and their classes ``(held_out,)``."""
+    return held_out_digits_of(get_profile(profile).data)
 
 
 def held_out_digits(profile: str = "full") -> Tensor:
@@ -41,8 +39,8 @@ def held_out_digits(profile: str = "full") -> Tensor:
 class ZooTypicality(TypicalityTest):
     """The realism verdict's test on the zoo: the held-out real digits (never trained on) as the reference, in
     pixel space and in the zoo embedder's space (a model no method uses), calibrated so that ``quantile`` of
-    held-out digits pass. :meth:`real_check_pass_rate`: the pass rate of the zoo's training digits, real digits that
-    are not in the reference (how well the calibration carries over to other real digits).
+    held-out digits pass. :meth:`real_check_pass_rate`: the pass rate of the method split's training digits, real
+    digits that are not in the reference (how well the calibration carries over to other real digits).
 
     Args:
         profile: zoo profile (built on first use).
@@ -62,8 +60,9 @@ class ZooTypicality(TypicalityTest):
             reference = reference[:reference_size]
         super().__init__(reference, zoo_realism_features(profile), k=k, quantile=quantile)
         self.profile, self.reference_size = profile, reference_size
+        self.training_data = {"zoo-digits:held_out"}  # its reference (its embedder names its own training digits)
 
     def real_check_pass_rate(self) -> float:
-        """The pass rate of the zoo's training digits (computed on request: a campaign never needs it)."""
-        data = get_profile(self.profile).data
-        return self.pass_rate(load_digits(data.n_test, data.split_seed, data.n_train).train_images)
+        """The pass rate of the method split's first 2000 training digits (computed on request: a campaign never
+        needs it)."""
+        return self.pass_rate(load_digits(get_profile(self.profile).data).method.train_images[:2000])

@@ -16,7 +16,7 @@ from torch.utils.data import TensorDataset
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.mnist.classifier import ClassifierTraining, DigitCNN
-from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplits
 from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
 from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
 from hynea_pl.zoo.mnist.oracle import OracleTraining, oracle_network, oracle_role
@@ -34,8 +34,10 @@ def classifier_init_args(cfg: ClassifierConfig) -> dict:
             "num_classes": NUM_CLASSES, "in_channels": 1, "image_size": IMAGE_SIZE}
 
 
-def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: str) -> DigitCNN:
-    """Train a DigitCNN and save ``model.safetensors`` + ``config.json`` (class path, init args, preprocessing)."""
+def train_classifier(cfg: ClassifierConfig, digits: DigitSplits, split: str, out: Path, role: str) -> DigitCNN:
+    """Train a DigitCNN on the digits of ``split`` and save ``model.safetensors`` + ``config.json`` (class path, init
+    args, preprocessing, the split it trained on)."""
+    data = digits[split]
     console.print(f"[bold]zoo[/]: training {role} (DigitCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
     torch.manual_seed(cfg.seed)
     init_args = classifier_init_args(cfg)
@@ -47,28 +49,29 @@ def train_classifier(cfg: ClassifierConfig, data: DigitSplit, out: Path, role: s
     save_file(model.state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
-        "preprocess": CLASSIFIER_PREPROCESS, "role": role, "training": dataclasses.asdict(cfg), "build_s": seconds,
+        "preprocess": CLASSIFIER_PREPROCESS, "role": role, "data_split": split, "training": dataclasses.asdict(cfg),
+        "build_s": seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     return model
 
 
-def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Path, name: str,
-                 split: DataConfig | None = None) -> None:
-    """Train a validity-oracle member and save it like a classifier: ``model.safetensors`` + ``config.json`` (class
-    path, init args, preprocessing, role). The k-NN member has no weights: its ``config.json`` holds the recipe of
-    its reference (``split``, the digit split ``data`` was loaded by, and ``cfg``), derived again at load
-    (:func:`~hynea_pl.zoo.mnist.oracle.load_oracle`)."""
+def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: DigitSplits, split: str, out: Path, name: str,
+                 data_config: DataConfig) -> None:
+    """Train a validity-oracle member on the digits of ``split`` and save it like a classifier: ``model.safetensors``
+    + ``config.json`` (class path, init args, preprocessing, role, split). The k-NN member has no weights: its
+    ``config.json`` holds the recipe of its reference (``data_config``, the splits ``digits`` were cut by, ``split``
+    and ``cfg``), derived again at load (:func:`~hynea_pl.zoo.mnist.oracle.load_oracle`)."""
+    data = digits[split]
     torch.manual_seed(cfg.seed)
     start = time.perf_counter()
     extra = {}
     if isinstance(cfg, KNNOracleConfig):
-        if split is None:
-            raise ValueError("the k-NN oracle member needs the digit split's config to record its reference")
         console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
         class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
             "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": NUM_CLASSES}
-        extra = {"reference": {"data": dataclasses.asdict(split), "knn": dataclasses.asdict(cfg)}}
+        extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,
+                               "knn": dataclasses.asdict(cfg)}}
     else:
         model, class_path, init_args = oracle_network(cfg)
         console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
@@ -77,14 +80,16 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, data: DigitSplit, out: Pat
         save_file(model.eval().state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": class_path, "init_args": init_args,
-        "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name),
+        "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name), "data_split": split,
         "training": dataclasses.asdict(cfg), **extra, "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> AutoencoderKL:
-    """Train the AutoencoderKL, set ``scaling_factor`` to 1 / std of the training latents, save it."""
+def train_autoencoder(cfg: AutoencoderConfig, digits: DigitSplits, split: str, out: Path) -> AutoencoderKL:
+    """Train the AutoencoderKL on the digits of ``split``, set ``scaling_factor`` to 1 / std of the training latents,
+    save it."""
+    data = digits[split]
     console.print(f"[bold]zoo[/]: training autoencoder (AutoencoderKL {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
     torch.manual_seed(cfg.seed)
     n_blocks = len(cfg.block_out_channels)
@@ -101,7 +106,8 @@ def train_autoencoder(cfg: AutoencoderConfig, data: DigitSplit, out: Path) -> Au
     latents = encode_latents(vae, data.train_images)
     vae.register_to_config(scaling_factor=float(1.0 / latents.std()))
     vae.save_pretrained(out)
-    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "data_split": split,
+                                                    "build_s": seconds}, indent=2))
     return vae
 
 
@@ -114,10 +120,11 @@ def inference_scheduler(cfg: DenoiserConfig) -> DDIMScheduler:
     )
 
 
-def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Path) -> None:
-    """Train the class-conditional UNet on scaled autoencoder latents; save a generator folder
+def train_denoiser(cfg: DenoiserConfig, digits: DigitSplits, split: str, vae_dir: Path, out: Path) -> None:
+    """Train the class-conditional UNet on scaled autoencoder latents of the digits of ``split``; save a generator folder
     (``unet/``, ``class_embedding/``, ``scheduler/``, ``vae/``) that ``LatentDiffusionGenerator.from_pretrained`` loads."""
     console.print(f"[bold]zoo[/]: training ldm (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
+    data = digits[split]
     vae = AutoencoderKL.from_pretrained(vae_dir)
     latents = encode_latents(vae, data.train_images) * vae.config.scaling_factor
     torch.manual_seed(cfg.seed)
@@ -141,4 +148,5 @@ def train_denoiser(cfg: DenoiserConfig, data: DigitSplit, vae_dir: Path, out: Pa
     class_embedding.save_pretrained(out / "class_embedding")
     inference_scheduler(cfg).save_pretrained(out / "scheduler")
     shutil.copytree(vae_dir, out / "vae", ignore=shutil.ignore_patterns("COMPLETE", "training.json"))
-    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "build_s": seconds}, indent=2))
+    (out / "training.json").write_text(json.dumps({**dataclasses.asdict(cfg), "data_split": split,
+                                                    "build_s": seconds}, indent=2))

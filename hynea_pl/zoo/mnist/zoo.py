@@ -37,6 +37,13 @@ from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_compo
 #: The base zoo's members, in build order.
 COMPONENTS = ("sut", "embedder", "autoencoder", "ldm", *ORACLE_NAMES)
 
+#: The digits each member trains on (:data:`~hynea_pl.zoo.mnist.data.SPLITS`): the SUT its own; what a method may use
+#: (the generator, the steering member) the method's; the judges and the realism test's embedder the judges'.
+TRAINING_SPLITS: dict[str, str] = {
+    "sut": "sut", "embedder": "judges", "autoencoder": "method", "ldm": "method",
+    **{name: "method" for name in ORACLE_ROLES["steering"]}, **{name: "judges" for name in ORACLE_ROLES["judges"]},
+}
+
 
 @dataclass(frozen=True)
 class Zoo:
@@ -122,14 +129,15 @@ def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out:
     digits (grid saved to ``out/samples.png``), then the oracle members and the judges' unanimous vote."""
     zoo = Zoo(context.profile, context.deps, out)
     samples = generate_digits(zoo.generator(), gates.generated_per_class, gates.sample_seed)
+    held_out = context.data.sut  # every split carries the same held-out test digits, which none trains on
     result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
-                                 samples, context.data, out)
+                                 samples, held_out, out)
     oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
-    result += measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, context.data)
+    result += measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, held_out)
     # the zoo's realism test (ZooTypicality's reference, features and defaults) on the models being gated
-    realism = TypicalityTest(context.data.test_images, zoo.embedder(), k=REALISM_K, quantile=REALISM_QUANTILE)
+    realism = TypicalityTest(held_out.test_images, zoo.embedder(), k=REALISM_K, quantile=REALISM_QUANTILE)
     judges = {name: oracles[name] for name in ORACLE_ROLES["judges"]}
-    return result + measure_ceiling_gates(gates, judges, realism, zoo.sut())
+    return result + measure_ceiling_gates(gates, judges, realism, zoo.sut(), held_out)
 
 
 def _oracle_config(name: str) -> Callable[[ZooProfile], Any]:
@@ -151,19 +159,23 @@ def _member(name: str, config: Callable[[ZooProfile], Any], train_fn: Callable[[
 
 # The trainers are looked up in :mod:`hynea_pl.zoo.mnist.train` at build time (tests replace them there).
 ZOO_COMPONENTS: tuple[Component, ...] = (
-    _member("sut", lambda p: p.sut, lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, out, "sut"),
+    _member("sut", lambda p: p.sut,
+            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["sut"], out, "sut"),
             load_classifier, "model.safetensors", description="the system under test: DigitCNN"),
     _member("embedder", lambda p: p.embedder,
-            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, out, "embedder"),
+            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["embedder"], out, "embedder"),
             load_embedder, "model.safetensors", description="the metric embedder: another DigitCNN's features"),
-    _member("autoencoder", lambda p: p.autoencoder, lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, out),
+    _member("autoencoder", lambda p: p.autoencoder,
+            lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, TRAINING_SPLITS["autoencoder"], out),
             AutoencoderKL.from_pretrained, description="AutoencoderKL, 1x32x32 <-> 4x8x8 (diffusers folder)"),
     _member("ldm", lambda p: p.denoiser,
-            lambda cfg, ctx, out: train.train_denoiser(cfg, ctx.data, ctx.deps["autoencoder"], out),
+            lambda cfg, ctx, out: train.train_denoiser(cfg, ctx.data, TRAINING_SPLITS["ldm"], ctx.deps["autoencoder"],
+                                                       out),
             load_generator, depends=("autoencoder",),
             description="class-conditional LDM on the autoencoder's latents (LatentDiffusionGenerator folder)"),
     *(_member(name, _oracle_config(name),
-              lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, out, name, ctx.profile.data),
+              lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, TRAINING_SPLITS[name], out, name,
+                                                                  ctx.profile.data),
               load_oracle, "" if name == KNN_JUDGE else "model.safetensors",
               description=f"validity-oracle member ({name})")
       for name in ORACLE_NAMES),

@@ -49,7 +49,7 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hynea_pl.suts.preprocess import Preprocess
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, random_shift
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit, random_shift
 from hynea_pl.zoo.mnist.oracle import OracleNet, augment
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
@@ -196,12 +196,13 @@ class AttributeTraining(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, context: BuildContext,
+def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, digits: DigitSplit,
                     out: Path) -> nn.Module:
-    """Draw ``cfg.n_scenes`` training scenes, fit ``network``, save ``model.safetensors`` + ``config.json``."""
+    """Draw ``cfg.n_scenes`` training scenes from ``digits``, fit ``network``, save ``model.safetensors`` +
+    ``config.json``."""
     from hynea_pl.zoo import train
 
-    scenes, _ = scene_split(context.data, cfg.n_scenes, 0, cfg.scene_seed, cfg.scenes)
+    scenes, _ = scene_split(digits, cfg.n_scenes, 0, cfg.scene_seed, cfg.scenes)
     module = AttributeTraining(network, augment_fn, cfg.lr, cfg.weight_decay, cfg.max_steps)
     seconds = train.fit(module, TensorDataset(scenes.images, scenes.attributes()), cfg.batch_size, cfg.max_steps,
                         cfg.seed, name=name)
@@ -232,7 +233,7 @@ def train_attribute_sut(cfg: AttributeSUTConfig, context: BuildContext, out: Pat
     torch.manual_seed(cfg.seed)
     init_args = sut_init_args(cfg)
     return _train_and_save("attribute_sut", SceneAttributeCNN(**init_args), init_args, cfg,
-                           lambda images: random_shift(images, cfg.max_shift), context, out)
+                           lambda images: random_shift(images, cfg.max_shift), context.data.sut, out)
 
 
 def train_attribute_oracle(cfg: AttributeOracleConfig, context: BuildContext, out: Path) -> nn.Module:
@@ -244,7 +245,7 @@ def train_attribute_oracle(cfg: AttributeOracleConfig, context: BuildContext, ou
     torch.manual_seed(cfg.seed)
     init_args = oracle_init_args(cfg)
     return _train_and_save("attribute_oracle", OracleNet(**init_args), init_args, cfg,
-                           lambda images: augment(images, cfg), context, out)
+                           lambda images: augment(images, cfg), context.data.judges, out)
 
 
 def _load(entry: Path, network_class: type[nn.Module]) -> SceneAttributeModel:
@@ -290,7 +291,7 @@ def attribute_scores(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, f
 def _measure(load: Callable[[Path], nn.Module]) -> Callable[[AttributeGates, Path, BuildContext, Path], list[Gate]]:
     def measure(gates: AttributeGates, entry: Path, context: BuildContext, out: Path) -> list[Gate]:
         """The module doc's gates on held-out scenes (held-out digits only)."""
-        _, held_out = scene_split(context.data, 0, gates.n_scenes, gates.scene_seed)
+        _, held_out = scene_split(context.data.sut, 0, gates.n_scenes, gates.scene_seed)  # held-out digits only
         scores = attribute_scores(attribute_logits(load(entry), held_out.images), held_out.attributes())
         return [Gate("mean_auroc", scores["mean_auroc"], gates.mean_auroc),
                 Gate("mean_accuracy", scores["mean_accuracy"], gates.mean_accuracy),

@@ -172,7 +172,7 @@ def train_detector(cfg: DetectorConfig, context: BuildContext, out: Path) -> Non
                         f"{cfg.epochs} epochs of batch {cfg.batch}, ultralytics trainer on CPU)")
     start = time.perf_counter()
     dataset, runs = out / "dataset", out / "runs"
-    data_yaml = write_yolo_dataset(*training_scenes(cfg, context.data), dataset)
+    data_yaml = write_yolo_dataset(*training_scenes(cfg, context.data.sut), dataset)
     with ultralytics_session():
         from ultralytics import YOLO
 
@@ -230,7 +230,7 @@ def measure_detector(gates: DetectorGates, entry: Path, context: BuildContext, o
     """The gates of the module doc; the held-out dataset and the validator's run folder live in a temporary
     folder (only the numbers are kept)."""
     cfg: DetectorConfig = TRAIN_CONFIGS[context.profile.name]
-    scenes = held_out_scenes(cfg, context.data, gates.n_test)
+    scenes = held_out_scenes(cfg, context.data.sut, gates.n_test)
     empty = DigitScenes(torch.zeros(0, *scenes.images.shape[1:]), [], [])
     with tempfile.TemporaryDirectory(prefix="detector_gates-") as tmp:
         data_yaml = write_yolo_dataset(empty, scenes, Path(tmp) / "held_out")

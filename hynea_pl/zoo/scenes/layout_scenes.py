@@ -150,7 +150,7 @@ def measure_layout_scenes(gates: LayoutScenesGates, entry: Path, context: BuildC
     save_image(scenes[:32], out / "samples.png", nrow=8)
     logits = torch.cat([attributes(scenes[i:i + 50]) for i in range(0, len(scenes), 50)])
     scores = layout_scores(classes, boxes, scene_detections(detector, scenes), logits)
-    data = context.data
+    data = context.data.method
     real = make_scenes(data.test_images, data.test_labels, gates.n_scenes, REAL_SCENE_SEED, generator.layout)
     real_logits = torch.cat([attributes(real.images[i:i + 50]) for i in range(0, len(real), 50)])
     real_scores = layout_scores([labels.tolist() for labels in real.labels], real.boxes,

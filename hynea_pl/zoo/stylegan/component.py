@@ -87,7 +87,7 @@ def train_stylegan(cfg: StyleGANConfig, context: BuildContext, out: Path) -> Sty
 
     train.console.print(f"[bold]zoo[/]: training stylegan (synthesis {list(cfg.channels)}, "
                         f"{cfg.max_steps} steps of batch {cfg.batch_size})")
-    data: DigitSplit = context.data
+    data: DigitSplit = context.data.method  # a method's generator: the method's digits
     torch.manual_seed(cfg.seed)
     generator = StyleGenerator(cfg.z_dim, cfg.w_dim, NUM_CLASSES, IMAGE_SIZE, 1, cfg.channels, cfg.mapping_layers,
                                cfg.mapping_lr_multiplier)
@@ -147,7 +147,7 @@ def measure_stylegan(gates: StyleGANGates, entry: Path, context: BuildContext, o
     """The gates of the module doc at psi = 1.0 and at ``gates.truncation_psi``; grids to ``out/samples_psi*.png``."""
     from hynea_pl.metrics.realism import realism_scores
 
-    zoo, data = load_zoo(context.profile), context.data  # the base zoo: built on first use
+    zoo, data = load_zoo(context.profile), context.data.method  # the base zoo: built on first use
     generator, sut, embedder = load_stylegan(entry), zoo.sut(), zoo.embedder()
     judges = [zoo.oracle(name) for name in zoo.oracle_names()["judges"]]
     result = []

@@ -1,0 +1,164 @@
+"""A method checks its own result before it stops (hynea_pl.methods.acceptance), tries again within its budget when a
+run ends without an accepted result (the case loop's attempts), and may not learn from the verdict's data."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from test_cli import tiny_args
+from test_hynea_case import make_case, make_trainer
+from tiny_components import ScriptedFlipSUT
+from torch import nn
+
+from hynea_pl.callbacks import FlipEarlyStopping
+from hynea_pl.campaign import Campaign, run_campaign
+from hynea_pl.campaign.campaign import check_method_data
+from hynea_pl.campaign.config import parse_config
+from hynea_pl.methods.acceptance import AcceptanceTest
+from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.mnist.data import load_digits
+from hynea_pl.zoo.mnist.knn import gaussian_blur
+from hynea_pl.zoo.mnist.profiles import get_profile
+
+
+class Pooled(nn.Module):
+    """Fixed features: 4x4 average pooling ``(B, 1, 32, 32) -> (B, 64)``."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return F.avg_pool2d(images, 4).flatten(1)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_digits(get_profile("tiny").data).method
+
+
+@pytest.fixture(scope="module")
+def acceptance(digits) -> AcceptanceTest:
+    return AcceptanceTest(Pooled(), digits.train_images, digits.train_labels, quantile=0.99)
+
+
+def test_real_digits_pass_and_blobs_noise_and_smears_do_not(acceptance, digits):
+    real = acceptance.readings(digits.test_images, digits.test_labels)  # real digits it was not fitted on
+    assert real["passed"].double().mean() >= 0.9
+    smeared = gaussian_blur(digits.test_images, 1.5)
+    assert not acceptance(smeared, digits.test_labels).any()
+    assert not acceptance(torch.rand(10, 1, 32, 32, generator=torch.Generator().manual_seed(0)) * 0.3,
+                          torch.arange(10)).any()
+    ys, xs = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+    blob = torch.exp(-((ys - 16) ** 2 + (xs - 16) ** 2) / 50.0).expand(10, 1, 32, 32)
+    assert acceptance(blob, torch.arange(10)).sum() <= 2
+
+
+def test_a_faded_result_is_refused_for_its_dim_strokes(acceptance, digits):
+    """The anti-fading rule: a digit whose strokes were faded is refused, though its shape is its class's."""
+    real = acceptance.readings(digits.test_images, digits.test_labels)
+    kept = real["passed"]
+    faded = acceptance.readings(digits.test_images[kept] * 0.6, digits.test_labels[kept])
+    assert not faded["passed"].any()
+    assert (faded["stroke"] < acceptance.min_stroke[digits.test_labels[kept]]).all()
+
+
+def test_bad_fitting_data_is_one_line(digits):
+    with pytest.raises(ValueError, match="quantile must be in"):
+        AcceptanceTest(Pooled(), digits.train_images, digits.train_labels, quantile=1.0)
+    with pytest.raises(ValueError, match=">= 2 images of every class"):
+        AcceptanceTest(Pooled(), digits.train_images[:5], digits.train_labels[:5])
+
+
+class RejectsUntil(nn.Module):
+    """A scripted acceptance test: refuses the first ``rejections`` results it is asked about."""
+
+    def __init__(self, rejections: int) -> None:
+        super().__init__()
+        self.rejections, self.asked = rejections, 0
+
+    def forward(self, images: torch.Tensor, classes: torch.Tensor) -> torch.Tensor:
+        self.asked += 1
+        return torch.full((len(images),), self.asked > self.rejections)
+
+
+def test_the_search_goes_on_past_a_rejected_flip():
+    sut = ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=2)
+    acceptance = RejectsUntil(2)
+    case = make_case(sut=sut, acceptance=acceptance)
+    trainer = make_trainer(10, [FlipEarlyStopping()])
+    trainer.fit(case)
+    assert acceptance.asked == 3, "asked at steps 2, 3 and 4: only steps the SUT flipped"
+    assert trainer.global_step == 4 and case.result.found and case.result.step == 4
+
+
+def attempts_args(tmp_path, name: str, *extra: str) -> list[str]:
+    return tiny_args(tmp_path, name, "--model.init_args.reference", "null", *extra)[1:]
+
+
+def records(run) -> list[dict]:
+    return [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+
+
+def test_a_run_without_an_accepted_result_restarts_and_the_budget_holds_across_runs(tiny_zoo, tmp_path):
+    """The tiny SUT does not flip in 3 steps: every run ends without a result, so each case runs again at half the
+    learning rates until its 7 evaluations are spent (3 + 3 + 1)."""
+    campaign = Campaign.from_config(parse_config(attempts_args(
+        tmp_path, "restarts", "--model.init_args.attempts", "4", "--budget.max_evals", "7")))
+    run_campaign(campaign)
+    for record in records(tmp_path / "restarts"):
+        assert record["error"] is None and record["sut_evals"] == 7 and record["steps"] == 7
+        attempts = record["diagnostics"]["attempts"]
+        assert [a["attempt"] for a in attempts] == [0, 1, 2]
+        assert [a["sut_evals"] for a in attempts] == [3, 3, 1]
+        assert [a["stop_reason"] for a in attempts] == ["max_steps", "max_steps", "budget"]
+        lr = [a["lr_max"] for a in attempts]
+        assert lr[1] == pytest.approx(lr[0] / 2) and lr[2] == pytest.approx(lr[0] / 4)
+        assert not any(a["found"] for a in attempts)
+
+
+def test_a_found_result_ends_the_case_without_another_run(tiny_zoo, tmp_path):
+    from tiny_components import DIGIT_CENTROIDS
+
+    campaign = Campaign.from_config(parse_config(attempts_args(
+        tmp_path, "found", *DIGIT_CENTROIDS, "--model.init_args.attempts", "3", "--model.init_args.stop_margin", "0",
+        "--model.init_args.lr_max", "0.1", "--trainer.max_steps", "8", "--budget.max_evals", "100")))
+    run_campaign(campaign)
+    found = [r for r in records(tmp_path / "found") if r["flipped"]]
+    assert found, "the nearest-centroid SUT flips within 8 steps at lr 0.1"
+    for record in found:
+        assert "attempts" not in record["diagnostics"] and record["sut_evals"] <= 8
+
+
+def test_attempts_do_not_batch(tiny_zoo, tmp_path):
+    with pytest.raises(ValueError, match="attempts > 1 runs with --cases.batch_size 1"):
+        Campaign.from_config(parse_config(attempts_args(
+            tmp_path, "b", "--model.init_args.attempts", "2", "--cases.batch_size", "2")))
+
+
+class Tagged(nn.Module):
+    """A model that names the data it learnt from and its family."""
+
+    def __init__(self, data: set[str], family: str = "cnn") -> None:
+        super().__init__()
+        self.training_data, self.family = data, family
+
+
+def test_a_method_model_that_learnt_from_the_verdicts_data_is_refused():
+    judges, realism = Tagged({"zoo-digits:judges"}, "resnet"), Tagged({"zoo-digits:held_out"}, "typicality")
+    check_method_data({"reference": Tagged({"zoo-digits:method"})}, judges, realism)
+    for data in ("zoo-digits:judges", "zoo-digits:held_out"):
+        with pytest.raises(ValueError, match=f"model.init_args.acceptance learnt from {data}"):
+            check_method_data({"acceptance": Tagged({data})}, judges, realism)
+    with pytest.raises(ValueError, match="acceptance is of the family resnet, like a judge"):
+        check_method_data({"acceptance": Tagged({"zoo-digits:method"}, "resnet")}, judges, realism)
+
+
+def test_the_zoo_acceptance_fitted_on_the_judges_digits_is_refused(tiny_zoo, tmp_path):
+    acceptance = ["--model.init_args.acceptance", "hynea_pl.zoo.mnist.acceptance.ZooAcceptance",
+                  "--model.init_args.acceptance.init_args.profile", "tiny"]
+    campaign = Campaign.from_config(parse_config(attempts_args(tmp_path, "ok", *acceptance)))
+    assert campaign.method_models["acceptance"].training_data == {"zoo-digits:method"}
+    with pytest.raises(ValueError, match="acceptance learnt from zoo-digits:judges, which the verdict"):
+        Campaign.from_config(parse_config(attempts_args(
+            tmp_path, "refused", *acceptance, "--model.init_args.acceptance.init_args.split", "judges")))
+    assert not (tmp_path / "refused").exists()
