@@ -162,3 +162,13 @@ def test_the_zoo_acceptance_fitted_on_the_judges_digits_is_refused(tiny_zoo, tmp
         Campaign.from_config(parse_config(attempts_args(
             tmp_path, "refused", *acceptance, "--model.init_args.acceptance.init_args.split", "judges")))
     assert not (tmp_path / "refused").exists()
+
+
+def test_the_paper_overlay_drops_what_the_default_adds():
+    config = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/hynea_paper.yaml"]).config
+    hynea = config.model.init_args
+    assert hynea.reference is None and hynea.acceptance is None and hynea.attempts == 1
+    assert hynea.stop_margin == 0 and hynea.stop_margin_ratio == 0
+    assert config.output.method == "hynea-paper"
+    default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
+    assert default.acceptance is not None and default.attempts > 1 and default.stop_margin_ratio > 0

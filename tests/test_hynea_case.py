@@ -194,7 +194,7 @@ def test_stop_margin_ratio_scales_with_the_origins_own_margin():
 
 def test_the_margin_hinge_enters_the_loss_until_the_margin_is_reached():
     """With a required margin, the loss holds how far the SUT is from it, over the origin's margin: 0 once reached."""
-    case = make_case(stop_margin_ratio=0.5)
+    case = make_case(stop_margin_ratio=0.5, margin_weight=1.0)
     case.setup("fit")
     output = case.origin_output.clone()
     latents = torch.zeros(1, *case.generator.latent_shape)

@@ -109,7 +109,7 @@ class HyNeACase(TestCaseModule):
         stop_on: str = "target",
         stop_margin: float = 0.0,
         stop_margin_ratio: float = 0.0,
-        margin_weight: float = 1.0,
+        margin_weight: float = 0.0,
         reference_stop: bool = True,
         reference_margin: float = 0.0,
         reference_views: bool = False,
