@@ -115,7 +115,8 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
 @pytest.mark.slow
 def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny_zoo, tmp_path):
     flips = ("--model.init_args.save_adapters", "true", "--model.init_args.reference", "null",
-             "--model.init_args.stop_on", "flip", "--model.init_args.stop_margin", "0", "--model.init_args.lr_max",
+             "--model.init_args.acceptance", "null", "--model.init_args.attempts", "1",  # the paper's HyNeA
+             "--model.init_args.stop_on", "flip", "--model.init_args.stop_margin_ratio", "0", "--model.init_args.lr_max",
              "0.1", "--trainer.max_steps", "20", "--budget.max_evals", "20",
              *DIGIT_CENTROIDS)  # a SUT every pixel moves: the cases flip
     assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", *flips)) == 0

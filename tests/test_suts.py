@@ -106,7 +106,8 @@ sut:
             "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny", "--model.init_args.reference.init_args.profile", "tiny",
             "--model.init_args.acceptance.init_args.profile", "tiny",
             "--cases.classes", "[4]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
-            "--trainer.max_steps", "2", "--output.root", str(tmp_path), "--output.name", "mine"]
+            "--trainer.max_steps", "2", "--model.init_args.attempts", "1",
+            "--output.root", str(tmp_path), "--output.name", "mine"]
     assert main(args) == 0
     record = json.loads((tmp_path / "mine" / "records.jsonl").read_text().splitlines()[0])
     assert record["error"] is None and record["sut_evals"] == 2 and len(record["origin_pred"]) == 10

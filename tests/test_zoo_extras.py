@@ -30,7 +30,7 @@ def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
 
     def train(cfg, context, out: Path) -> None:
         calls.append("train")
-        torch.save({"value": cfg.value, "n_train": len(context.data.train_labels)}, out / "weights.pt")
+        torch.save({"value": cfg.value, "n_train": len(context.data.method.train_labels)}, out / "weights.pt")
 
     def measure(gate_cfg, entry: Path, context, out: Path) -> list[Gate]:
         calls.append("measure")

@@ -25,9 +25,12 @@ if TYPE_CHECKING:
     from hynea_pl.campaign.campaign import Campaign
 
 
+#: a case's n-th run is seeded with ``case.seed + n * ATTEMPT_SEED_STRIDE``
+ATTEMPT_SEED_STRIDE = 7919
+
+
 def fit_attempt(campaign: Campaign, case: TestCase, model: TestCaseModule) -> L.Trainer:
     """Fit one run of a case's module with a fresh Trainer and the campaign's case callbacks."""
-    L.seed_everything(case.seed, verbose=False)
     trainer_kwargs = campaign.trainer_kwargs(case)
     trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), *campaign.case_callbacks()]
     trainer = L.Trainer(**trainer_kwargs)
@@ -72,6 +75,8 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
     try:
         overrides: dict | None = {}
         while overrides is not None:
+            # each run draws from its own seed (the first from the case's): no state carries from case to case
+            L.seed_everything(case.seed + ATTEMPT_SEED_STRIDE * len(attempts), verbose=False)
             model = campaign.build_module(case, **overrides)
             model.sut_evals = spent  # the budget callback counts the case's evaluations over all its runs
             trainer = fit_attempt(campaign, case, model)
