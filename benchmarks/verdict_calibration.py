@@ -23,10 +23,9 @@ from hynea_pl.schema import read_records
 from hynea_pl.zoo import load_zoo
 from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.zoo.mnist.classifier import normalize
-from hynea_pl.zoo.mnist.data import load_digits
 from hynea_pl.zoo.mnist.gates import generate_digits
 from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
-from hynea_pl.zoo.mnist.realism import ZooTypicality
+from hynea_pl.zoo.mnist.realism import ZooTypicality, held_out_split
 
 
 def run_results(run: Path) -> torch.Tensor:
@@ -43,7 +42,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", type=Path)
     options = parser.parse_args()
     zoo = load_zoo(options.profile)
-    digits = load_digits(zoo.profile.data).judges  # its test digits: the held-out set
+    held_out, held_out_labels = held_out_split(options.profile)  # the realism reference, never trained on
     judges = ZooOracle(options.profile, "judges")
     generated, classes = generate_digits(zoo.generator(), options.per_class, options.seed)
 
@@ -53,7 +52,7 @@ def main() -> None:
     with torch.no_grad():
         readings = {}
         for name, member in zip(judges.member_names, judges.model.members):
-            readings[name] = (member(digits.test_images).argmax(1) == digits.test_labels,
+            readings[name] = (member(held_out).argmax(1) == held_out_labels,
                               member(generated).argmax(1) == classes)
             table.add_row(f"judge {name}: accuracy", *(f"{r.double().mean():.3f}" for r in readings[name]))
         unanimous = [torch.stack([readings[n][i] for n in readings]).all(0).double().mean() for i in (0, 1)]
@@ -67,7 +66,7 @@ def main() -> None:
     for run in options.runs:
         results = run_results(run)
         print(f"{run}: realism pass rate of {len(results)} results {realism.pass_rate(results):.3f}")
-    print_ceiling(zoo, judges, realism, digits.test_images, digits.test_labels)
+    print_ceiling(zoo, judges, realism, held_out, held_out_labels)
 
 
 def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality, images: torch.Tensor, labels: torch.Tensor) -> None:
