@@ -19,7 +19,6 @@ Three measurements, all on configs/mnist.yaml pointed at the zoo profile:
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -97,10 +96,9 @@ def overheads(options: argparse.Namespace) -> dict:
     campaign = Campaign.from_config(cli)
     cases = [TestCase(f"c{c}-0", c, 100000 * c, 0) for c in range(options.overhead_cases)]
 
-    def old_build(case: TestCase):  # what the runner did before: the whole config instantiated per case
-        cfg = copy.deepcopy(cli.config)
-        cfg.model.init_args.origin_class, cfg.model.init_args.seed, cfg.oracle = case.origin_class, case.seed, None
-        return cli.parser.instantiate_classes(cfg).model
+    def old_build(case: TestCase):  # a runner that instantiates the whole config per case
+        built = cli.instantiate()
+        return built.model(built.generator, built.sut, case.origin_class, case.seed)
 
     timings: dict[str, list[float]] = {"before_build_s": [], "after_build_s": [], "setup_s": []}
     for case in cases:

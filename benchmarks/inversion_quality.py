@@ -26,7 +26,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from hynea_pl.campaign.factory import build_components  # noqa: E402
+from jsonargparse import Namespace  # noqa: E402
+
 from hynea_pl.campaign.config import parse_config  # noqa: E402
 from hynea_pl.data import read_test_images  # noqa: E402
 from hynea_pl.generators.inversion import DDIMInversion  # noqa: E402
@@ -57,10 +58,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=25, help="images inverted together")
     parser.add_argument("--settings", nargs="+", default=["plain", "fixed5"])
     options = parser.parse_args()
-    config = parse_config(["--config", str(REPO / "configs/mnist_real.yaml"),
+    parsed = parse_config(["--config", str(REPO / "configs/mnist_real.yaml"),
                            "--generator.init_args.pretrained", f"zoo://{options.profile}/ldm",
-                           "--sut.init_args.weights", f"zoo://{options.profile}/sut"]).config
-    components = build_components(config)
+                           "--sut.init_args.weights", f"zoo://{options.profile}/sut"])
+    components = parsed.parser.instantiate(Namespace(generator=parsed.config.generator, sut=parsed.config.sut))
     generator, sut = components.generator, components.sut
     test = read_test_images(f"zoo://{options.profile}/held_out?start={options.start}", (32, 32), 1)
     real = test.images[: options.n]

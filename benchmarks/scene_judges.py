@@ -22,9 +22,9 @@ import time
 
 import torch
 import yaml
-from jsonargparse import ArgumentParser
 from torchmetrics.functional.classification import multilabel_auroc
 
+from hynea_pl.campaign.config import fit_parser
 from hynea_pl.suts import SUT
 from hynea_pl.suts.window_reader import DigitWindowReader
 from hynea_pl.zoo.mnist.data import NUM_CLASSES
@@ -36,10 +36,9 @@ from hynea_pl.zoo.scenes.data import scene_split
 
 def shipped_judges(path: str = "configs/scenes_oracle.yaml") -> tuple[SUT, DigitWindowReader]:
     """The two judges of the shipped scene oracle, instantiated from its YAML as a campaign's ``oracle`` is."""
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(SUT, "oracle")
+    parser = fit_parser()
     with open(path) as file:
-        oracle = parser.instantiate_classes(parser.parse_object({"oracle": yaml.safe_load(file)})).oracle
+        oracle = parser.instantiate(parser.parse_object({"oracle": yaml.safe_load(file)}, defaults=False)).oracle
     cnn, reader = oracle.model.judges
     return cnn, reader
 

@@ -16,6 +16,13 @@ class CampaignFailed(RuntimeError):
     """Every case of a campaign failed; their records are kept (the command exits 1)."""
 
 
+def _callable_reason(line: str) -> str:
+    """A ``model`` section's reason without jsonargparse's wrapping (the factory type and the value again):
+    ``Type Callable[...] expects a function or a callable class: <reason>. Got value: ...`` -> ``<reason>``."""
+    _, found, reason = line.partition(" expects a function or a callable class: ")
+    return (reason if found else line).split(". Got value: Namespace(class_path=")[0]
+
+
 def one_line(error: BaseException) -> str:
     """The error message on one line, naming the problem.
 
@@ -23,7 +30,7 @@ def one_line(error: BaseException) -> str:
     validate against any of the Union subtypes ... Errors: - <the real error>"): the key and the real error are
     picked out of that list and joined.
     """
-    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    lines = [_callable_reason(line.strip()) for line in str(error).strip().splitlines() if line.strip()]
     if not lines:
         return type(error).__name__
     head = [lines[0]] if lines[0].startswith("Parser key") else []

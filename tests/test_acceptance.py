@@ -15,8 +15,8 @@ from torch import nn
 
 from hynea_pl.callbacks import FlipEarlyStopping
 from hynea_pl.campaign import Campaign, run_campaign
-from hynea_pl.campaign.campaign import check_method_data
 from hynea_pl.campaign.config import parse_config
+from hynea_pl.campaign.validation import check_verdict_independent
 from hynea_pl.methods.acceptance import AcceptanceTest
 from hynea_pl.zoo.mnist.classifier import DigitCNN
 from hynea_pl.zoo.mnist.data import load_digits
@@ -145,12 +145,12 @@ class Tagged(nn.Module):
 
 def test_a_method_model_that_learnt_from_the_verdicts_data_is_refused():
     judges, realism = Tagged({"zoo-digits:judges"}, "resnet"), Tagged({"zoo-digits:held_out"}, "typicality")
-    check_method_data({"reference": Tagged({"zoo-digits:method"})}, judges, realism)
+    check_verdict_independent({"reference": Tagged({"zoo-digits:method"})}, judges, realism)
     for data in ("zoo-digits:judges", "zoo-digits:held_out"):
         with pytest.raises(ValueError, match=f"model.init_args.acceptance learnt from {data}"):
-            check_method_data({"acceptance": Tagged({data})}, judges, realism)
-    with pytest.raises(ValueError, match="acceptance is of the family resnet, like a judge"):
-        check_method_data({"acceptance": Tagged({"zoo-digits:method"}, "resnet")}, judges, realism)
+            check_verdict_independent({"acceptance": Tagged({data})}, judges, realism)
+    with pytest.raises(ValueError, match="family resnet, like the model.init_args.acceptance"):
+        check_verdict_independent({"acceptance": Tagged({"zoo-digits:method"}, "resnet")}, judges, realism)
 
 
 def test_the_zoo_acceptance_fitted_on_the_judges_digits_is_refused(tiny_zoo, tmp_path):

@@ -126,11 +126,11 @@ def test_the_scene_generator_refuses_what_it_cannot_do(generator, tmp_path):
         generator.decode(latents)
     with pytest.raises(TypeError, match="conditions on a SceneLayout"):
         generator.sample(torch.zeros(1, *generator.latent_shape), 3)
-    from hynea_pl.campaign.campaign import check_batching
+    from hynea_pl.campaign.validation import check_batching
     from hynea_pl.methods import HyNeACase
 
     with pytest.raises(ValueError, match="its own layout"):
-        check_batching(CaseSelection(batch_size=2), HyNeACase, "hynea", (), generator)
+        check_batching(CaseSelection(batch_size=2), HyNeACase, "hynea", generator=generator)
 
 
 class _ReadsAllBut(torch.nn.Module):

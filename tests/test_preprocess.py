@@ -12,14 +12,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from jsonargparse import ArgumentParser
+from jsonargparse import Namespace
 from PIL import Image
 from third_party_mnist import MNIST_MEAN, MNIST_STD, Digit28CNN, crop28, train_digit28
 from torch import nn
 from torchvision.transforms import v2
 
-from hynea_pl.campaign.config import parse_config
-from hynea_pl.suts import SUT, ClassifierSUT, PretrainedClassifierSUT, Preprocess, imagenet_preprocess
+from hynea_pl.campaign.config import fit_parser, parse_config
+from hynea_pl.suts import (
+    SUT,
+    ClassifierSUT,
+    Preprocess,
+    PretrainedClassifierSUT,
+    imagenet_preprocess,
+)
 from hynea_pl.suts.preprocess import TensorTransform, timm_preprocess
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,10 +54,8 @@ def third_party_config(tmp_path: Path, weights: str | None, preprocess: str = CR
 
 
 def build_sut(config) -> SUT:
-    """The config's SUT alone, instantiated as the campaign does (``build_components``), without the generator."""
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(SUT, "sut", required=True)
-    return parser.instantiate(parser.parse_object({"sut": config.sut.as_dict()})).sut
+    """The config's SUT alone, instantiated by the config's parser as the campaign does, without the generator."""
+    return fit_parser().instantiate(Namespace(sut=config.sut)).sut
 
 
 def test_v2_pipeline_from_yaml_round_trips_and_back_propagates(tmp_path):
@@ -96,9 +100,9 @@ def test_tensor_transforms_run_on_batches_with_gradients(transform, shape):
 def test_dict_form_is_unchanged(tmp_path):
     dict_form = "{size: 32, channels: 1, mean: [0.5], std: [0.5]}"
     cli = parse_config(["--config", str(third_party_config(tmp_path, weights=None, preprocess=dict_form))])
-    dumped = cli.parser.dump(cli.config, skip_none=False)
-    assert yaml.safe_load(dumped)["sut"]["init_args"]["preprocess"] == {
-        "size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}
+    dumped = yaml.safe_load(cli.dump())["sut"]["init_args"]["preprocess"]  # as the run's config.yaml keeps it
+    assert dumped == {"class_path": "hynea_pl.suts.Preprocess",
+                      "init_args": {"size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}}
     sut = build_sut(cli.config)
     assert sut.preprocess == Preprocess(size=32, channels=1, mean=[0.5], std=[0.5])
 
@@ -207,3 +211,36 @@ def test_third_party_28px_model_through_a_centre_crop(tiny_zoo, digit28_weights,
         assert label == record["result_label"] != record["origin_label"], record["case_id"]
 
     assert main(args) == 0  # the run's dumped config.yaml parses again: the resume accepts it
+
+
+#: the two ``preprocess`` forms of docs/guide.md, for the 28 px model: the dict form (resize) and a v2 pipeline (crop)
+GUIDE_FORMS = {"dict": "{size: 28, channels: 1, mean: [0.1307], std: [0.3081]}", "pipeline": CROP_PIPELINE}
+
+
+@pytest.mark.parametrize("form", sorted(GUIDE_FORMS))
+@pytest.mark.parametrize("how", ["--sut", "--config"])
+def test_a_sut_of_its_own_file_runs_on_the_demo_config(form, how, tiny_zoo, digit28_weights, tmp_path):
+    """``fit --config configs/mnist.yaml --sut my_sut.yaml`` (the section's content) and a second ``--config`` with a
+    ``sut:`` section: the SUT of the file replaces the demo's, whatever the form of its ``preprocess``."""
+    from hynea_pl.cli import main
+
+    sut = {"class_path": "hynea_pl.suts.ClassifierSUT",
+           "init_args": {"model": {"class_path": "third_party_mnist.Digit28CNN",  # hidden: else the demo's 128 stays
+                                   "init_args": {"channels": 8, "hidden": 32}},
+                         "weights": str(digit28_weights), "preprocess": yaml.safe_load(GUIDE_FORMS[form])}}
+    path = tmp_path / "my_sut.yaml"
+    path.write_text(yaml.safe_dump(sut if how == "--sut" else {"sut": sut}))
+    args = ["fit", "--config", "configs/mnist.yaml", how, str(path),
+            "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance", "null",
+            "--model.init_args.attempts", "1", "--generator.init_args.pretrained", "zoo://tiny/ldm",
+            "--generator.init_args.num_inference_steps", "2", "--oracle.init_args.profile", "tiny",
+            "--realism.init_args.profile", "tiny", "--cases.classes", "[7]", "--cases.n_per_class", "1",
+            "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "2",
+            "--output.root", str(tmp_path), "--output.name", "own"]
+    assert main(args) == 0
+    config = yaml.safe_load((tmp_path / "own" / "config.yaml").read_text())["sut"]["init_args"]
+    assert config["model"]["class_path"] == "third_party_mnist.Digit28CNN"
+    expected = "torchvision.transforms.v2.Compose" if form == "pipeline" else "hynea_pl.suts.Preprocess"
+    assert config["preprocess"]["class_path"] == expected
+    record = json.loads((tmp_path / "own" / "records.jsonl").read_text())
+    assert record["error"] is None and record["sut_evals"] >= 1

@@ -79,7 +79,7 @@ sut:
     attribute_names: {json.dumps(sa.ATTRIBUTE_NAMES)}
     preprocess: {json.dumps(sa.SCENE_PREPROCESS)}
 """)
-    sut = parser.instantiate_classes(config).sut
+    sut = parser.instantiate(config).sut
     assert isinstance(sut, BinaryAttributeSUT) and sut.attribute == 3
     images = scenes(4)
     output = sut(images)

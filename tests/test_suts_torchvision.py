@@ -85,7 +85,7 @@ def test_suts_build_from_yaml():
       class_path: hynea_pl.suts.PretrainedClassifierSUT
       init_args: {name: resnet18, pretrained: false, num_classes: 10, image_size: 64}
     """)
-    sut = parser.instantiate_classes(parser.parse_object(config)).sut
+    sut = parser.instantiate(parser.parse_object(config)).sut
     assert isinstance(sut, PretrainedClassifierSUT) and sut.model.fc.out_features == 10
     config = yaml.safe_load("""
     sut:
@@ -94,5 +94,5 @@ def test_suts_build_from_yaml():
         model: {class_path: torchvision.models.resnet18, init_args: {num_classes: 40}}
         attribute: Smiling
     """)
-    sut = parser.instantiate_classes(parser.parse_object(config)).sut
+    sut = parser.instantiate(parser.parse_object(config)).sut
     assert isinstance(sut, BinaryAttributeSUT) and sut.attribute == 31 and sut.model.fc.out_features == 40

@@ -5,19 +5,23 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hynea_pl.campaign.campaign import check_judge_independent
-from hynea_pl.images import as_saved, load_image
-from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
-from hynea_pl.metrics.typicality import TypicalityRate, TypicalityTest
+from hynea_pl.campaign.validation import check_verdict_independent
 from hynea_pl.evaluation.judge import judge_case
+from hynea_pl.images import as_saved, load_image
+from hynea_pl.metrics.functional.typicality import (
+    knn_radius,
+    percentile_rank,
+    typicality_score,
+)
+from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families
 from hynea_pl.zoo.mnist.classifier import DigitCNN
 from hynea_pl.zoo.mnist.data import load_digits
-from hynea_pl.zoo.mnist.profiles import DataConfig
 from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskew, digit_embedding
 from hynea_pl.zoo.mnist.oracle import OracleClassifier, OracleNet
+from hynea_pl.zoo.mnist.profiles import DataConfig
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +72,7 @@ def test_realism_passes_real_digits_and_fails_scribbles_and_noise(digits, pixel_
     noise = torch.rand(1, 1, 32, 32, generator=torch.Generator().manual_seed(0))
     readings = pixel_test.readings(noise)
     assert not bool(readings["passed"][0]) and readings["score"][0] == 1.0, "farther than every real digit"
-    rate = TypicalityRate(pixel_test)
-    rate.update(torch.cat([scribble(), noise]))
-    assert rate.compute().item() == 0.0
+    assert pixel_test.pass_rate(torch.cat([scribble(), noise])) == 0.0
     with pytest.raises(ValueError, match="typicality test of"):
         pixel_test(torch.zeros(1, 3, 32, 32))
 
@@ -151,12 +153,12 @@ def test_a_sibling_steering_model_is_refused():
     torch.manual_seed(0)
     judges = EnsembleClassifierSUT([ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))])
     sibling = ClassifierSUT(OracleClassifier(OracleNet(widths=(4, 8))))  # other weights and widths, same family
-    with pytest.raises(ValueError, match="family resnet, like the model.reference"):
-        check_judge_independent(judges, sibling)
+    with pytest.raises(ValueError, match="family resnet, like the model.init_args.reference"):
+        check_verdict_independent({"reference": sibling}, judges)
     cnn = ClassifierSUT(DigitCNN(channels=(8,), hidden=8))
-    check_judge_independent(judges, cnn, cnn)  # another family steers: accepted
+    check_verdict_independent({"reference": cnn}, judges, sut=cnn)  # another family steers: accepted
     with pytest.warns(UserWarning, match="SUT's family"):  # a judge of the SUT's family counts fewer, never more
-        check_judge_independent(judges, cnn, sibling)
+        check_verdict_independent({"reference": cnn}, judges, sut=sibling)
 
 
 def test_the_sut_decides_on_the_image_as_saved(tmp_path):

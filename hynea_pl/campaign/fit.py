@@ -20,10 +20,7 @@ def fit(args: list[str], on_records: RecordsHook | None = None) -> dict:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     # a population search trains no parameters (one step = one generation): Lightning's no-op optimizer is intended
     warnings.filterwarnings("ignore", message=r".*configure_optimizers.* returned .None., this fit will run with no")
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-        campaign = Campaign.from_config(parse_config(args))
-    return run_campaign(campaign, on_records)
+    return run_campaign(Campaign.from_config(parse_config(args)), on_records)
 
 
 __all__ = ["fit"]

@@ -10,7 +10,6 @@ counts the images passed over). Every method then starts from the same noise and
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -31,22 +30,10 @@ def image_shape(generator: Generator) -> tuple[int, int, int]:
     return tuple(generator.decode(torch.zeros((1, *generator.latent_shape), device=generator.device)).shape[1:])
 
 
-def check_image_source(selection: CaseSelection, generator: Generator) -> None:
-    """Refuse, in one line, real-image origins the generator cannot invert, or a ``cases.images`` folder (or
-    ``cases.labels_csv``) that is not there."""
-    check_invertible(generator)
-    source = str(selection.images)
-    if not source.startswith("zoo://"):
-        if not Path(source).is_dir():
-            raise FileNotFoundError(f"cases.images = {source}: no such folder")
-        if selection.labels_csv is not None and not (Path(source) / selection.labels_csv).is_file():
-            raise FileNotFoundError(f"cases.labels_csv = {selection.labels_csv}: not found in {source}")
-
-
 def read_case_images(selection: CaseSelection, generator: Generator) -> LabelledImages:
     """``cases.images`` converted to the generator's image size and channels; refuses a generator that cannot be
     inverted before anything is read."""
-    from hynea_pl.campaign.factory import class_count
+    from hynea_pl.campaign.validation import class_count
 
     check_invertible(generator)
     channels, height, width = image_shape(generator)
@@ -95,4 +82,4 @@ def iter_image_cases(selection: CaseSelection, generator: Generator, sut: SUT,
                 yield found if found is not None else TestCase(cid, origin_class, None, skipped)
 
 
-__all__ = ["check_image_source", "image_shape", "iter_image_cases", "read_case_images"]
+__all__ = ["image_shape", "iter_image_cases", "read_case_images"]

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from jsonargparse import set_parsing_settings
 from torch import nn
 
 
@@ -62,6 +63,11 @@ class Preprocess:
         std = images.new_tensor(self.std).view(1, -1, 1, 1)
         return (images - mean) / std
 
+
+
+# the dict form parses as ``class_path: hynea_pl.suts.Preprocess``, so that a later config or ``--sut`` file that
+# gives a pipeline replaces it (merged into a dataclass value, a pipeline's class_path would be lost)
+set_parsing_settings(subclasses_enabled=[Preprocess])
 
 def _describe(transform: Any) -> str:
     """The transform on one line (``Compose(CenterCrop(size=(28, 28)), Normalize(...))``)."""
