@@ -11,7 +11,6 @@ from hynea_pl.zoo.augment import (
     affine, dilate, elastic, erode, random_affine, random_elastic, random_noise, random_stroke,
 )
 from hynea_pl.zoo.cache import is_complete
-from hynea_pl.zoo.mnist.classifier import DigitCNN
 from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
 from hynea_pl.zoo.mnist.profiles import OracleConfig, get_profile
 from hynea_pl.zoo.mnist.zoo import COMPONENTS, Zoo

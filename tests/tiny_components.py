@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 
-from hynea_pl.generators import ClassConditionalLDM, ClassEmbedding, DiffusionGenerator, LatentDiffusionGenerator
+from hynea_pl.generators import ClassEmbedding, DiffusionGenerator, LatentDiffusionGenerator
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import SUT, ClassifierSUT, Preprocess
 from hynea_pl.zoo.mnist.classifier import DigitCNN

@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-import torch
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
