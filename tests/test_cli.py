@@ -100,21 +100,6 @@ def test_non_finite_loss_is_recorded_and_the_campaign_goes_on(tiny_zoo, tmp_path
 
 
 @pytest.mark.slow
-def test_wandb_logger_works_offline(tiny_zoo, tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    args = tiny_args(tmp_path, "wb", "--cases.classes", "[1]",
-                     "--trainer.logger", "lightning.pytorch.loggers.WandbLogger",
-                     "--trainer.logger.init_args.offline", "true",
-                     "--trainer.logger.init_args.project", "hynea_pl_test",
-                     "--trainer.logger.init_args.save_dir", str(tmp_path))
-    assert main(args) == 0
-    assert read_records(tmp_path / "wb")[0]["error"] is None
-    runs = list((tmp_path / "wandb").glob("offline-run-*"))
-    assert len(runs) == 2, "the case's run and the campaign's run"
-    assert any(list(run.glob("files/media/images/case/*.png")) for run in runs), "the case image panel was logged"
-
-
 def test_each_case_gets_its_own_class_and_seed(tiny_zoo, tmp_path):
     from hynea_pl.campaign import Campaign
     from hynea_pl.campaign.case_types import TestCase

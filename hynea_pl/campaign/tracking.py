@@ -2,7 +2,9 @@
 
 With a ``WandbLogger`` as ``trainer.logger``, every case logs its own run (``<run>/<case id>``) in the W&B group
 ``<run>``; after the last case, rank 0 adds a ``<run>/campaign`` run (job type ``campaign``) to the same group with a
-``cases`` table (one row per case, origin and result images included) and the campaign summary as its run summary.
+``cases`` table (one row per case, origin and result images included) and the campaign summary: its numbers logged
+as metrics through the logger (``log_metrics``: the run's history and summary), the rest (the method) in the run
+summary.
 Offline mode (``offline: true`` or ``WANDB_MODE=offline``) writes the same to ``<save_dir>/wandb/offline-run-*``.
 """
 
@@ -50,7 +52,8 @@ def close_case_loggers(trainer: Any) -> None:
 
 def track_campaign(trainer: Any, run_name: str, records: Sequence[CaseRecord], run_dir: Path,
                    summary: dict[str, Any]) -> None:
-    """Log the campaign's case table and summary to W&B when the trainer's logger is a ``WandbLogger``."""
+    """Log the campaign's case table and summary to W&B when the trainer's logger is a ``WandbLogger``: the
+    summary's numbers as metrics, its other values (the method's name) in the run summary."""
     logger_cfg = trainer.get("logger")
     if not is_wandb(logger_cfg):
         return
@@ -64,7 +67,9 @@ def track_campaign(trainer: Any, run_name: str, records: Sequence[CaseRecord], r
     logger = import_object(logger_cfg.class_path)(**init_args)
     try:
         logger.log_table(key="cases", columns=list(CASE_COLUMNS), data=case_rows(records, Path(run_dir)))
-        logger.experiment.summary.update({k: v for k, v in summary.items() if v is not None})
+        numbers = {k: v for k, v in summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        logger.log_metrics(numbers)
+        logger.experiment.summary.update({k: v for k, v in summary.items() if v is not None and k not in numbers})
     finally:
         logger.experiment.finish()
 

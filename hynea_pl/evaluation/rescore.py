@@ -30,23 +30,33 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
+from torchmetrics import Metric
 
 from hynea_pl.callbacks.stop import EARLY_STOP_REASONS
 from hynea_pl.images import load_run_image, run_image_shape
-from hynea_pl.metrics.functional import embedding as FE
-from hynea_pl.metrics.functional import image as FI
-from hynea_pl.metrics.functional import task as FT
+from hynea_pl.metrics import (
+    LPIPS,
+    ConfidenceReduction,
+    EmbeddingDiversity,
+    EscapeRatio,
+    MisclassificationRate,
+    MultiScaleSSIM,
+    Runtime,
+    SUTEvaluations,
+    TraceDifference,
+    embed,
+    resnet50_embedder,
+)
 from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
-from hynea_pl.suts import task_class
 from hynea_pl.verdicts import FLIP_VERDICTS, RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE
 
 __all__ = ["METRICS_FILE", "ended_before_budget_rate", "evaluate_run", "read_metrics", "records_row",
@@ -57,22 +67,16 @@ METRICS_FILE = "metrics.json"
 
 NAN = float("nan")
 
-
-def _case_task_values(rec: CaseRecord) -> dict[str, float | None] | None:
-    """Per-case misclassification indicator / escape / confidence reduction, by the record's task
-    (:meth:`hynea_pl.suts.SUT.case_metrics`); None when preds are unusable."""
-    try:
-        o = torch.as_tensor(rec.origin_pred, dtype=torch.float64)
-        r = torch.as_tensor(rec.result_pred, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    if o.shape != r.shape or o.numel() == 0 or rec.target is None:
-        return None
-    return task_class(rec.task).case_metrics(o, r, rec.target, FT)
+#: Every record of a run is in the process that scores it: its metrics gather nothing from other processes (a sharded
+#: campaign's rank 0 computes the summary alone, inside the campaign's process group).
+LOCAL = {"sync_on_compute": False}
 
 
-def _mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else NAN
+def _computed(metric: Metric) -> Any:
+    """``metric.compute()``, without torchmetrics' warning for a metric no case updated (a run without cases)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The ``compute`` method of metric")
+        return metric.compute()
 
 
 def _unique(values: list[Any]) -> Any:
@@ -86,19 +90,10 @@ def _finite(values: Sequence[float | int | None]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
-def _ms_ssim_columns(values: list[float], source: str | None) -> dict[str, Any]:
-    stats = summarize(values)
+def _ms_ssim_columns(metric: MultiScaleSSIM, source: str) -> dict[str, Any]:
+    stats = _computed(metric)
     return {"median_ms_ssim": stats["median"], "mean_ms_ssim": stats["mean"], "std_ms_ssim": stats["std"],
-            "ms_ssim_source": source if values else None}
-
-
-def _sut_evals_columns(cases: list[CaseRecord]) -> dict[str, Any]:
-    """SUT evaluations over flipped cases (``*_flipped``) and over all cases (``*_all``, ``total_sut_evals``)."""
-    groups = {"flipped": [r for r in cases if r.ok and r.flipped], "all": cases}
-    stats = {suffix: summarize(_finite([r.sut_evals for r in group])) for suffix, group in groups.items()}
-    columns = {f"{stat}_sut_evals_{suffix}": values[stat] for suffix, values in stats.items()
-               for stat in ("median", "mean", "std")}
-    return {**columns, "total_sut_evals": stats["all"]["total"]}
+            "ms_ssim_source": source if stats["n"] else None}
 
 
 def ended_before_budget_rate(cases: Sequence[CaseRecord]) -> float | None:
@@ -140,48 +135,28 @@ def _groups(pairs: list[tuple[CaseRecord, Tensor, Tensor]]) -> list[tuple[Tensor
     return [(torch.stack([o for o, _ in g]), torch.stack([r for _, r in g])) for g in by_shape.values()]
 
 
-def _lpips_values(groups, lpips_model, lpips_net, lpips_weights, batch_size) -> list[float]:
-    if lpips_model is None:
-        from hynea_pl.metrics.backbones import LPIPSDistance
-
-        lpips_model = LPIPSDistance(lpips_net, lpips_weights)  # MetricUnavailable when weights are missing
-    values: list[float] = []
-    with torch.no_grad():
-        for origins, results in groups:
-            for i in range(0, origins.shape[0], batch_size):
-                d = torch.as_tensor(lpips_model(results[i : i + batch_size], origins[i : i + batch_size]))
-                values.extend(d.reshape(-1).double().tolist())
-    return values
-
-
 def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
     """The part of a method's row that needs only the records: task metrics, SUT evaluations (over flipped cases
-    and over all cases, see the module docstring), ``ended_before_budget_rate``, runtime and the recorded MS-SSIM.
+    and over all cases, see the module docstring), ``ended_before_budget_rate``, runtime and the recorded MS-SSIM,
+    each through its :mod:`hynea_pl.metrics` Metric, updated with every case and computed once for the run.
     The campaign prints this at the end of a run; :func:`evaluate_run` extends it."""
     cases = [r for r in records if r.is_case]
     ok = [r for r in cases if r.ok]
     n_cases = len(cases)
-    mr_ok: list[float] = []
-    esc: list[float] = []
-    cr: list[float] = []
-    mismatch = n_pred_missing = 0
-    for rec in ok:
-        vals = _case_task_values(rec)
-        if vals is None:  # no usable predictions: fall back on the recorded flag
-            n_pred_missing += 1
-            mr_ok.append(float(rec.flipped))
-            continue
-        mr_ok.append(vals["mr"])
-        if task_class(rec.task).misclassification_is_flip and rec.flipped != bool(vals["mr"]):
-            mismatch += 1
-        if vals["esc"] is not None:
-            esc.append(vals["esc"])
-        if vals["cr"] is not None:
-            cr.append(vals["cr"])
-
-    def rate(count: float) -> float:
-        return count / n_cases if n_cases else NAN
-
+    task = (MisclassificationRate(**LOCAL), EscapeRatio(**LOCAL), ConfidenceReduction(**LOCAL))
+    sut_evals = {"flipped": SUTEvaluations(**LOCAL), "all": SUTEvaluations(**LOCAL)}
+    runtime, ms_ssim, ms_ssim_to_real = Runtime(**LOCAL), MultiScaleSSIM(**LOCAL), MultiScaleSSIM(**LOCAL)
+    for rec in cases:
+        for metric in task:
+            metric.update(rec)
+        sut_evals["all"].update(rec.sut_evals)
+        runtime.update(rec.runtime_s)
+        if rec.ok:
+            sut_evals["flipped"].update(rec.sut_evals if rec.flipped else None)
+            ms_ssim.update(rec.ms_ssim)
+            ms_ssim_to_real.update(rec.real_ms_ssim)
+    mr, esc, cr, time, to_real = (_computed(metric) for metric in (*task, runtime, ms_ssim_to_real))
+    evals = {suffix: _computed(metric) for suffix, metric in sut_evals.items()}
     row: dict[str, Any] = {
         "method": _unique([r.method for r in cases]),
         "task": _unique([r.task for r in cases]),
@@ -189,26 +164,21 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "n_ok": len(ok),
         "n_errors": n_cases - len(ok),
         "n_flipped": sum(r.flipped for r in ok),
-        "flip_rate": rate(sum(r.flipped for r in ok)),
-        "target_reached_rate": rate(sum(r.target_reached for r in ok)),
-        "misclassification_rate": rate(sum(mr_ok)),
-        "misclassification_rate_ok": _mean(mr_ok),
-        "flipped_mismatch": mismatch,
-        "n_pred_missing": n_pred_missing,
-        "escape_ratio": _mean(esc) if esc else None,  # undefined for detection (Table 1: "-")
-        "confidence_reduction": _mean(cr) if cr else None,
-        "confidence_reduction_std": float(np.std(cr, ddof=1)) if len(cr) > 1 else None,
+        "flip_rate": sum(r.flipped for r in ok) / n_cases if n_cases else NAN,
+        "target_reached_rate": sum(r.target_reached for r in ok) / n_cases if n_cases else NAN,
+        **mr,
+        "escape_ratio": esc["mean"] if esc["n"] else None,  # undefined for detection (Table 1: "-")
+        "confidence_reduction": cr["mean"] if cr["n"] else None,
+        "confidence_reduction_std": cr["std"] if cr["n"] > 1 else None,
+        **{f"{stat}_sut_evals_{suffix}": values[stat] for suffix, values in evals.items()
+           for stat in ("median", "mean", "std")},
+        "total_sut_evals": evals["all"]["total"],
+        "ended_before_budget_rate": ended_before_budget_rate(cases),
+        "mean_runtime_s": time["mean"], "median_runtime_s": time["median"], "std_runtime_s": time["std"],
+        "total_runtime_s": time["total"],
+        **_ms_ssim_columns(ms_ssim, "records"),
+        "median_ms_ssim_to_real": to_real["median"] if to_real["n"] else None,
     }
-    row.update(_sut_evals_columns(cases))
-    row["ended_before_budget_rate"] = ended_before_budget_rate(cases)
-    runtime = summarize(_finite([r.runtime_s for r in cases]))
-    row.update({
-        "mean_runtime_s": runtime["mean"], "median_runtime_s": runtime["median"], "std_runtime_s": runtime["std"],
-        "total_runtime_s": runtime["total"],
-    })
-    row.update(_ms_ssim_columns(_finite([r.ms_ssim for r in ok]), "records"))
-    to_real = _finite([r.real_ms_ssim for r in ok if r.real_ms_ssim is not None])
-    row["median_ms_ssim_to_real"] = summarize(to_real)["median"] if to_real else None
     row.update(validity_columns(cases))
     row.update(stability_columns(cases))
     return row
@@ -301,10 +271,14 @@ def evaluate_run(
     pairs, skipped = _load_pairs(run_dir, ok)
     row["n_image_pairs"] = len(pairs)
     row["n_images_missing"] = skipped
-    recomputed = [float(FI.ms_ssim(r.unsqueeze(0), o.unsqueeze(0))) for rec, o, r in pairs if rec.ms_ssim is None]
-    if recomputed:
+    missing = [(o, r) for rec, o, r in pairs if rec.ms_ssim is None]
+    if missing:
         recorded = _finite([r.ms_ssim for r in ok])
-        row.update(_ms_ssim_columns(recorded + recomputed, "records+recomputed" if recorded else "recomputed"))
+        ms_ssim = MultiScaleSSIM(**LOCAL)
+        ms_ssim.update(recorded)
+        for o, r in missing:
+            ms_ssim.update(r.unsqueeze(0), o.unsqueeze(0))
+        row.update(_ms_ssim_columns(ms_ssim, "records+recomputed" if recorded else "recomputed"))
 
     groups = _groups(pairs)
     if not groups:
@@ -312,7 +286,11 @@ def evaluate_run(
         row.update({"lpips": entry, "lpips_std": entry})
     else:
         try:
-            lp = summarize(_lpips_values(groups, lpips_model, lpips_net, lpips_weights, batch_size))
+            lpips = LPIPS(lpips_net, lpips_weights, distance=lpips_model, **LOCAL)  # unavailable without weights
+            for origins, results in groups:
+                for i in range(0, origins.shape[0], batch_size):
+                    lpips.update(results[i : i + batch_size], origins[i : i + batch_size])
+            lp = lpips.compute()
             row.update({"lpips": lp["mean"], "lpips_std": lp["std"], "median_lpips": lp["median"]})
         except MetricUnavailable as exc:
             row.update({"lpips": unavailable_entry(exc), "lpips_std": unavailable_entry(exc)})
@@ -327,18 +305,16 @@ def evaluate_run(
             if isinstance(embedder, str):
                 if embedder != "resnet50":
                     raise ValueError(f"unknown embedder name {embedder!r} (use 'resnet50' or a callable)")
-                from hynea_pl.metrics.embedding import resnet50_embedder
-
                 embedder = resnet50_embedder()
-            from hynea_pl.metrics.embedding import embed
-
-            e0 = torch.cat([embed(embedder, o, batch_size) for o, _ in groups]).double()
-            et = torch.cat([embed(embedder, r, batch_size) for _, r in groups]).double()
-            row.update({
-                "diversity": float(FE.embedding_diversity(et)),
-                "diversity_origins": float(FE.embedding_diversity(e0)),
-                "trace_difference": float(FE.trace_difference(e0, et)),
-            })
+            diversity, diversity_origins = EmbeddingDiversity(**LOCAL), EmbeddingDiversity(**LOCAL)
+            trace = TraceDifference(**LOCAL)
+            for origins, results in groups:
+                e0, et = embed(embedder, origins, batch_size), embed(embedder, results, batch_size)
+                diversity.update(et)
+                diversity_origins.update(e0)
+                trace.update(e0, et)
+            row.update({"diversity": float(diversity.compute()), "diversity_origins": float(diversity_origins.compute()),
+                        "trace_difference": float(trace.compute())})
         except MetricUnavailable as exc:
             row.update({k: unavailable_entry(exc) for k in emb_keys})
 

@@ -1,4 +1,4 @@
-"""Stateful embedding metrics: diversity (eq. 7), trace difference (eq. 8) and pairwise LPIPS diversity.
+"""Stateful embedding metrics: diversity (eq. 7) and trace difference (eq. 8).
 
 The embedding network is any callable ``images (B, C, H, W) in [0, 1] -> (B, D)``; for real runs
 :func:`resnet50_embedder` (ImageNet ResNet-50, fc removed, weights from the torch hub cache or a local path).
@@ -16,11 +16,10 @@ from torch import Tensor
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
-from hynea_pl.metrics._base import NAN
-from hynea_pl.metrics.backbones import LPIPSDistance, ResNetEmbedder
+from hynea_pl.metrics.backbones import ResNetEmbedder
 from hynea_pl.metrics.functional import embedding as F
 
-__all__ = ["EmbeddingDiversity", "PairwiseLPIPSDiversity", "TraceDifference", "embed", "resnet50_embedder"]
+__all__ = ["EmbeddingDiversity", "TraceDifference", "embed", "resnet50_embedder"]
 
 Embedder = Callable[[Tensor], Tensor]
 
@@ -73,7 +72,7 @@ class EmbeddingDiversity(Metric):
     def compute(self) -> Tensor:
         e = _cat(self.embeddings)
         if e.numel() == 0:
-            return torch.tensor(NAN, dtype=torch.float64)
+            return torch.tensor(float("nan"), dtype=torch.float64)
         return F.embedding_diversity(e, self.unbiased)
 
 
@@ -96,42 +95,5 @@ class TraceDifference(EmbeddingDiversity):
     def compute(self) -> Tensor:
         e0, et = _cat(self.embeddings), _cat(self.result_embeddings)
         if e0.numel() == 0 or et.numel() == 0:
-            return torch.tensor(NAN, dtype=torch.float64)
+            return torch.tensor(float("nan"), dtype=torch.float64)
         return F.trace_difference(e0, et, self.unbiased)
-
-
-class PairwiseLPIPSDiversity(Metric):
-    """Mean LPIPS over all pairs of the images seen (latent-truncation paper, 4.2.2). Higher = more diverse.
-
-    ``update(images (B, C, H, W) in [0, 1])``; ``compute()`` -> scalar; NaN with fewer than 2 images.
-    Args as :class:`hynea_pl.metrics.image.LPIPS` (``distance`` overrides the LPIPS network).
-    """
-
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-
-    def __init__(
-        self,
-        net: str = "vgg",
-        weights_path: str | Path | None = None,
-        pnet_rand: bool = False,
-        distance: Callable[[Tensor, Tensor], Tensor] | None = None,
-        batch_size: int = 64,
-        **kwargs: Any,
-    ):
-        super().__init__(**kwargs)
-        self.distance = distance if distance is not None else LPIPSDistance(net, weights_path, pnet_rand)
-        self.batch_size = batch_size
-        self.add_state("images", default=[], dist_reduce_fx="cat")
-
-    def update(self, images: Tensor) -> None:
-        if images.dim() != 4:
-            raise ValueError(f"expected (B, C, H, W) images, got shape {tuple(images.shape)}")
-        self.images.append(images.detach())
-
-    def compute(self) -> Tensor:
-        images = self.images if isinstance(self.images, Tensor) else (dim_zero_cat(self.images) if self.images else None)
-        if images is None:
-            return torch.tensor(NAN, dtype=torch.float64)
-        return F.pairwise_distance_diversity(images, self.distance, self.batch_size)

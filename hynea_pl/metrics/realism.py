@@ -21,16 +21,14 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torchmetrics import Metric
 from torchmetrics.image.fid import FrechetInceptionDistance as _TMFID
 from torchmetrics.image.kid import KernelInceptionDistance as _TMKID
-from torchmetrics.utilities import dim_zero_cat
 
 from hynea_pl.metrics.backbones import InceptionFeatures
 from hynea_pl.metrics.embedding import embed
-from hynea_pl.metrics.weights import MetricUnavailable, unavailable_entry
+from hynea_pl.metrics.weights import unavailable_entry
 
-__all__ = ["Realism", "feature_name", "realism_features", "realism_from_features", "realism_scores"]
+__all__ = ["feature_name", "realism_features", "realism_from_features", "realism_scores"]
 
 #: KID subset size when not given: min(KID_SUBSET_SIZE, n_images, n_reference).
 KID_SUBSET_SIZE = 50
@@ -135,52 +133,6 @@ def realism_scores(
         feats = embed(features, images.to(device), batch_size)
         ref = embed(features, reference.to(device), batch_size)
     return realism_from_features(feats, ref, feature_name(features), kid_subset_size, kid_subsets, nearest_k, seed)
-
-
-class Realism(Metric):
-    """Realism scores as a Metric: ``update(images (B, C, H, W) in [0, 1], real: bool)``; ``compute()`` -> the
-    dict of :func:`realism_scores`. Features are kept (``cat`` states, gathered across processes).
-
-    Args:
-        features: module images -> (B, D).
-        reset_real_features: also clear the reference features on ``reset()`` (False keeps the reference set).
-    """
-
-    is_differentiable = False
-    higher_is_better = None
-    full_state_update = False
-
-    def __init__(self, features: nn.Module, kid_subset_size: int | None = None, kid_subsets: int = 100,
-                 nearest_k: int = PRDC_NEAREST_K, reset_real_features: bool = True, seed: int = 0,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.features = features
-        self.kid_subset_size, self.kid_subsets = kid_subset_size, kid_subsets
-        self.nearest_k, self.seed = nearest_k, seed
-        self.reset_real_features = reset_real_features
-        self.add_state("real_features", default=[], dist_reduce_fx="cat")
-        self.add_state("fake_features", default=[], dist_reduce_fx="cat")
-
-    def update(self, images: Tensor, real: bool) -> None:
-        with torch.no_grad():
-            feats = torch.as_tensor(self.features(images)).detach().double().reshape(images.shape[0], -1)
-        (self.real_features if real else self.fake_features).append(feats)
-
-    def compute(self) -> dict[str, Any]:
-        if not self.real_features or not self.fake_features:
-            raise ValueError("Realism needs both real (reference) and generated images before compute()")
-        return realism_from_features(dim_zero_cat(self.fake_features), dim_zero_cat(self.real_features),
-                                     feature_name(self.features), self.kid_subset_size, self.kid_subsets,
-                                     self.nearest_k, self.seed)
-
-    def reset(self) -> None:
-        kept = None
-        if not self.reset_real_features:
-            real = self.real_features
-            kept = list(real) if isinstance(real, list) else real.clone()
-        super().reset()
-        if kept is not None:
-            self.real_features = kept
 
 
 def realism_features(name: str = "inception", weights_path: str | Path | None = None) -> nn.Module:

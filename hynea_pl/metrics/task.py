@@ -1,131 +1,93 @@
-"""Stateful task metrics (HyNeA eqs. 9-15). See :mod:`hynea_pl.metrics.functional.task` for the definitions."""
+"""A run's task metrics (HyNeA eqs. 9-15), updated with one case record at a time and computed per run.
+
+The definitions are the functional forms of :mod:`hynea_pl.metrics.functional.task`; the record's SUT class applies
+its task's equations to the record's raw outputs ``origin_pred`` / ``result_pred`` (:meth:`hynea_pl.suts.SUT.
+case_metrics`). Only cases whose search ran (``record.ok``) have values: a case with an error counts as not
+misclassified and is left out of the escape ratio and the confidence reduction.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from torch import Tensor
+import torch
+from torchmetrics import Metric
 
-from hynea_pl.metrics._base import RunningMean
+from hynea_pl.metrics._base import SummaryStatistics
 from hynea_pl.metrics.functional import task as F
-from hynea_pl.schema import Task
-from hynea_pl.suts import BinaryAttributeSUT, ClassifierSUT
-from hynea_pl.suts.detector import YOLODetectorSUT
+from hynea_pl.schema import CaseRecord
+from hynea_pl.suts import task_class
 
-__all__ = [
-    "BinaryEscapeRatio",
-    "BinaryMisclassificationRate",
-    "ConfidenceReduction",
-    "DetectionMisclassificationRate",
-    "EscapeRatio",
-    "MisclassificationRate",
-    "MulticlassEscapeRatio",
-    "MulticlassMisclassificationRate",
-]
+__all__ = ["ConfidenceReduction", "EscapeRatio", "MisclassificationRate", "case_values"]
 
 
-class MulticlassMisclassificationRate(RunningMean):
-    """Eq. 9. ``update(origin (B, C), result (B, C))``; ``compute() -> scalar`` (NaN before any update)."""
+def case_values(record: CaseRecord) -> dict[str, float | None] | None:
+    """One case's misclassification indicator ``mr`` (eqs. 9-11), escape ratio ``esc`` (eqs. 12-14) and confidence
+    reduction ``cr`` (eq. 15), ``None`` where its task does not define one; ``None`` when the case has an error or
+    its recorded predictions are unusable."""
+    if not record.ok:
+        return None
+    try:
+        o = torch.as_tensor(record.origin_pred, dtype=torch.float64)
+        r = torch.as_tensor(record.result_pred, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    if o.shape != r.shape or o.numel() == 0 or record.target is None:
+        return None
+    return task_class(record.task).case_metrics(o, r, record.target, F)
 
+
+class MisclassificationRate(Metric):
+    """Eqs. 9-11 over a run's cases. ``update(record)`` once per case: an ok case adds its indicator, or its
+    recorded flip when its predictions are unusable. ``compute()`` -> ``misclassification_rate`` (over all cases),
+    ``misclassification_rate_ok`` (over ok cases; both NaN without any), ``flipped_mismatch`` (ok cases whose
+    recorded flip disagrees with eq. 9 / 10, where the task's misclassification is its flip) and ``n_pred_missing``.
+    """
+
+    is_differentiable = False
     higher_is_better = True
+    full_state_update = False
 
-    def update(self, origin: Tensor, result: Tensor) -> None:
-        self._accumulate(F.misclassification_rate(origin, result, reduction="none"))
-
-
-class BinaryMisclassificationRate(RunningMean):
-    """Eq. 10. ``update(origin (B, C) | (B,), result, attribute=None)``; ``attribute`` (int or ``(B,)``) defaults
-    to the one given at construction. ``threshold`` 0 for logits, 0.5 for probabilities."""
-
-    higher_is_better = True
-
-    def __init__(self, attribute: int | None = None, threshold: float = 0.0, **kwargs: Any):
+    def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        self.attribute = attribute
-        self.threshold = threshold
+        for name in ("total", "cases", "ok", "mismatch", "missing"):
+            self.add_state(name, default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
 
-    def update(self, origin: Tensor, result: Tensor, attribute: int | Tensor | None = None) -> None:
-        attribute = self.attribute if attribute is None else attribute
-        self._accumulate(F.binary_misclassification_rate(origin, result, attribute, self.threshold, reduction="none"))
+    def update(self, record: CaseRecord) -> None:
+        self.cases += 1
+        if not record.ok:
+            return
+        self.ok += 1
+        values = case_values(record)
+        if values is None:
+            self.missing += 1
+            self.total += float(record.flipped)
+            return
+        self.total += values["mr"]
+        self.mismatch += int(task_class(record.task).misclassification_is_flip and record.flipped != bool(values["mr"]))
+
+    def compute(self) -> dict[str, float | int]:
+        total, cases, ok = float(self.total), int(self.cases), int(self.ok)
+        return {"misclassification_rate": total / cases if cases else float("nan"),
+                "misclassification_rate_ok": total / ok if ok else float("nan"),
+                "flipped_mismatch": int(self.mismatch), "n_pred_missing": int(self.missing)}
 
 
-class DetectionMisclassificationRate(RunningMean):
-    """Eq. 11, averaged over all detections seen. ``update(origin (B, D, C), result (B, D, C))``."""
-
-    higher_is_better = True
-
-    def update(self, origin: Tensor, result: Tensor) -> None:
-        origin, result = F._pair(origin, result, 3, "(B, D, C) detection class scores")
-        self._accumulate((origin.argmax(-1) != result.argmax(-1)).float())
-
-
-class MulticlassEscapeRatio(RunningMean):
-    """Eqs. 12-13. ``update(origin (B, C), result (B, C))``. Lower is better."""
+class EscapeRatio(SummaryStatistics):
+    """Eqs. 12-14 over the ok cases whose task defines it (not detection). ``update(record)`` once per case;
+    ``compute()`` -> the summary of the per-case values (``mean`` is the run's escape ratio). Lower is better."""
 
     higher_is_better = False
 
-    def update(self, origin: Tensor, result: Tensor) -> None:
-        self._accumulate(F.escape_ratio(origin, result, reduction="none"))
+    def update(self, record: CaseRecord) -> None:  # type: ignore[override]
+        super().update((case_values(record) or {}).get("esc"))
 
 
-class BinaryEscapeRatio(RunningMean):
-    """Eq. 14. ``update(origin (B, C), result (B, C), attribute=None)``. Lower is better."""
-
-    higher_is_better = False
-
-    def __init__(self, attribute: int | None = None, threshold: float = 0.0, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.attribute = attribute
-        self.threshold = threshold
-
-    def update(self, origin: Tensor, result: Tensor, attribute: int | Tensor | None = None) -> None:
-        attribute = self.attribute if attribute is None else attribute
-        if attribute is None:
-            raise ValueError("BinaryEscapeRatio needs the tested attribute index")
-        self._accumulate(F.binary_escape_ratio(origin, result, attribute, self.threshold, reduction="none"))
-
-
-class ConfidenceReduction(RunningMean):
-    """Eq. 15, averaged over all detections seen. ``update(origin (B, D, C) | (B, C), result, target_class)``."""
+class ConfidenceReduction(SummaryStatistics):
+    """Eq. 15 over the ok cases of a detection run (from the logits). ``update(record)`` once per case;
+    ``compute()`` -> the summary of the per-case values (``mean`` and ``std`` over cases)."""
 
     higher_is_better = True
 
-    def __init__(self, target_class: int | None = None, from_logits: bool = False, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.target_class = target_class
-        self.from_logits = from_logits
-
-    def update(self, origin: Tensor, result: Tensor, target_class: int | Tensor | None = None) -> None:
-        target_class = self.target_class if target_class is None else target_class
-        if target_class is None:
-            raise ValueError("ConfidenceReduction needs the class whose confidence should drop")
-        self._accumulate(F.confidence_drops(origin, result, target_class, self.from_logits))
-
-
-#: Each task's metrics (misclassification rate, escape ratio or None), by the task of its SUT class.
-_TASKS: dict[str, tuple[type[RunningMean], type[RunningMean] | None]] = {
-    ClassifierSUT.task: (MulticlassMisclassificationRate, MulticlassEscapeRatio),
-    BinaryAttributeSUT.task: (BinaryMisclassificationRate, BinaryEscapeRatio),
-    YOLODetectorSUT.task: (DetectionMisclassificationRate, None),
-}
-
-
-class MisclassificationRate:
-    """Task wrapper: ``MisclassificationRate(task=..., **kwargs)`` returns the matching metric (torchmetrics style)
-    for a SUT task (``multiclass``, ``binary`` or ``detection``: a SUT class's ``task``)."""
-
-    def __new__(cls, task: Task = ClassifierSUT.task, **kwargs: Any):  # type: ignore[misc]
-        if task not in _TASKS:
-            raise ValueError(f"unknown task {task!r}; choose from {sorted(_TASKS)}")
-        return _TASKS[task][0](**kwargs)
-
-
-class EscapeRatio:
-    """Task wrapper: ``EscapeRatio(task=..., **kwargs)`` for ``multiclass`` and ``binary``. Not defined for
-    detection."""
-
-    def __new__(cls, task: Task = ClassifierSUT.task, **kwargs: Any):  # type: ignore[misc]
-        if task not in _TASKS or _TASKS[task][1] is None:
-            defined = " and ".join(repr(name) for name, (_, escape) in _TASKS.items() if escape is not None)
-            raise ValueError(f"escape ratio is defined for {defined}, not {task!r}")
-        return _TASKS[task][1](**kwargs)
+    def update(self, record: CaseRecord) -> None:  # type: ignore[override]
+        super().update((case_values(record) or {}).get("cr"))

@@ -1,5 +1,5 @@
 """The realism verdict's test: per image, is it as close to a real image as real images are? (the per-sample
-k-NN manifold test, :mod:`hynea_pl.metrics.functional.typicality`), and the rate of images that pass it.
+k-NN manifold test, :mod:`hynea_pl.metrics.functional.typicality`).
 
 :class:`TypicalityTest` is calibrated on real reference images it keeps: in each feature space (raw pixels and,
 when given, an embedding) it stores every reference image's leave-one-out ``k``-NN radius; an image's score is the
@@ -11,15 +11,12 @@ method: they judge.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
-from hynea_pl.metrics._base import RunningMean
 from hynea_pl.metrics.functional.typicality import knn_radius, typicality_score
 
-__all__ = ["TypicalityRate", "TypicalityTest"]
+__all__ = ["TypicalityTest"]
 
 
 class TypicalityTest(nn.Module):
@@ -89,16 +86,3 @@ class TypicalityTest(nn.Module):
     def pass_rate(self, images: Tensor) -> float:
         """Fraction of ``images (N, C, H, W)`` that pass."""
         return float(self(images).double().mean())
-
-
-class TypicalityRate(RunningMean):
-    """Fraction of images that pass a :class:`TypicalityTest` (``update(images)``)."""
-
-    higher_is_better = True
-
-    def __init__(self, test: TypicalityTest, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.test = test
-
-    def update(self, images: Tensor) -> None:
-        self._accumulate(self.test(images).double())

@@ -1,4 +1,4 @@
-"""Embedding diversity (eq. 7), trace difference (eq. 8, l1 form of A.1), pairwise LPIPS diversity."""
+"""Embedding diversity (eq. 7), trace difference (eq. 8, l1 form of A.1), pairwise distance diversity."""
 
 import math
 import warnings
@@ -6,7 +6,7 @@ import warnings
 import pytest
 import torch
 
-from hynea_pl.metrics import EmbeddingDiversity, PairwiseLPIPSDiversity, TraceDifference, embed
+from hynea_pl.metrics import EmbeddingDiversity, LPIPSDistance, TraceDifference, embed
 from hynea_pl.metrics.functional import (
     embedding_diversity,
     pairwise_distance_diversity,
@@ -86,13 +86,8 @@ def test_pairwise_diversity_hand_value_and_lpips():
     assert pairwise_distance_diversity(images, l1).item() == pytest.approx(0.4)
     assert pairwise_distance_diversity(images, l1, batch_size=1).item() == pytest.approx(0.4)
     assert math.isnan(pairwise_distance_diversity(images[:1], l1).item())
-    m = PairwiseLPIPSDiversity(distance=l1)
-    m.update(images[:2])
-    m.update(images[2:])
-    assert m.compute().item() == pytest.approx(0.4)
     # real LPIPS module (random backbone: tests only): identical images are not diverse
     with pytest.warns(UserWarning):
-        lp = PairwiseLPIPSDiversity(net="squeeze", pnet_rand=True)
+        lpips = LPIPSDistance("squeeze", pnet_rand=True)
     same = torch.rand(1, 3, 32, 32, generator=torch.Generator().manual_seed(0)).expand(3, -1, -1, -1)
-    lp.update(same)
-    assert lp.compute().item() == pytest.approx(0.0, abs=1e-6)
+    assert pairwise_distance_diversity(same, lpips).item() == pytest.approx(0.0, abs=1e-6)

@@ -9,9 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hynea_pl.metrics import MultiScaleSSIM, ScreeningGate, ms_ssim, select_ms_ssim_config
+from hynea_pl.metrics import MultiScaleSSIM, ms_ssim, select_ms_ssim_config
 from hynea_pl.metrics.functional import STANDARD_BETAS, l2_distance, multiscale_ssim, screening_gate, ssim
-from hynea_pl.metrics.image import SSIM, L2Distance
 
 C1 = 0.01**2
 
@@ -46,7 +45,7 @@ def test_scale_selection():
     with pytest.raises(ValueError):
         select_ms_ssim_config(2)
     with pytest.raises(ValueError, match="too small"):
-        multiscale_ssim(const(0.5), const(0.5), betas=STANDARD_BETAS, kernel_size=11)
+        multiscale_ssim(const(0.5, (1, 1, 2, 2)), const(0.5, (1, 1, 2, 2)))
 
 
 def test_ms_ssim_convenience_batch_of_one():
@@ -74,35 +73,27 @@ def test_l2_distance_modes_and_gate():
     assert not screening_gate(x, x, l2_mode="mimicry").any()
     slightly = (x + 0.001 * torch.randn(x.shape, generator=torch.Generator().manual_seed(2), dtype=x.dtype)).clamp(0, 1)
     assert screening_gate(slightly, x, l2_mode="mimicry").all()
-    gate = ScreeningGate()
-    gate.update(torch.cat([x, brighter]), torch.cat([x, x]))
-    assert gate.compute().item() == pytest.approx(0.5)
-    l2 = L2Distance()
-    l2.update(zero, half)
-    l2.update(half, half)
-    assert l2.compute().item() == pytest.approx(0.25)
 
 
-def test_multiscale_ssim_metric_exposes_scales():
-    m = MultiScaleSSIM()
-    assert m.scales is None
+def test_multiscale_ssim_metric_summarises_pairs_and_recorded_values():
     x = torch.rand(4, 1, 32, 32, generator=torch.Generator().manual_seed(3))
     y = (x * 0.9).clamp(0, 1)
+    per_pair = multiscale_ssim(y, x, reduction="none").double()
+    m = MultiScaleSSIM()
     m.update(y[:1], x[:1])
     m.update(y[1:], x[1:])
-    assert m.scales == 3 and m.config.kernel_size == 7
-    assert m.compute().item() == pytest.approx(multiscale_ssim(y, x).item(), abs=1e-6)
-    with pytest.raises(ValueError, match="changed"):
-        m.update(torch.rand(1, 1, 64, 64), torch.rand(1, 1, 64, 64))  # 64 px would get kernel 11
-    m.reset()
+    stats = m.compute()
+    assert stats["n"] == 4 and stats["mean"] == pytest.approx(per_pair.mean().item(), abs=1e-6)
+    assert stats["median"] == pytest.approx(per_pair.quantile(0.5).item())
+    # values computed before (a record's ms_ssim) join the pairs; None and NaN are left out
     other = MultiScaleSSIM()
-    other.update(y[:2], x[:2])
+    other.update(per_pair[:2].tolist())
+    other.update(None)
+    other.update(float("nan"))
+    m.reset()
     m.update(y[2:], x[2:])
     m.merge_state(other)
-    assert m.compute().item() == pytest.approx(multiscale_ssim(y, x).item(), abs=1e-6)
-    s = SSIM(reduction="none")
-    s.update(y, x)
-    assert s.compute().shape == (4,)
+    assert m.compute()["n"] == 4 and m.compute()["mean"] == pytest.approx(per_pair.mean().item(), abs=1e-6)
 
 
 # ---------------------------------------------------------------- independent implementations

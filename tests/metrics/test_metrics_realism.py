@@ -8,7 +8,7 @@ import torch
 from scipy import linalg
 from torch import nn
 
-from hynea_pl.metrics import MetricUnavailable, Realism, realism_features, realism_scores
+from hynea_pl.metrics import MetricUnavailable, realism_features, realism_scores
 
 KEYS = {"fid", "kid_mean", "kid_std", "kid_subset_size", "kid_subsets", "precision", "recall", "density", "coverage",
         "prdc_nearest_k", "n_images", "n_reference", "features"}
@@ -89,18 +89,6 @@ def test_prdc_entries_are_unavailable_without_the_package(monkeypatch):
     scores = realism_scores(points(30, 5), points(30, 6), nn.Flatten())
     assert scores["coverage"] == {"value": None, "unavailable": "the prdc package is not installed"}
     assert scores["fid"] > 0
-
-
-def test_realism_metric_equals_the_functional_and_keeps_the_reference():
-    images, reference = points(60, 7, shift=0.5), points(80, 8)
-    metric = Realism(nn.Flatten(), reset_real_features=False)
-    for chunk in reference.split(25):
-        metric.update(chunk, real=True)
-    metric.update(images, real=False)
-    assert metric.compute() == realism_scores(images, reference, nn.Flatten())
-    metric.reset()
-    metric.update(images, real=False)
-    assert metric.compute()["n_reference"] == 80
 
 
 def test_inception_features_are_unavailable_without_local_weights(empty_torch_home, offline):

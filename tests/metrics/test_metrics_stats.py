@@ -4,9 +4,7 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
-from hynea_pl.metrics import CohensD, FleissKappa, WilcoxonSignedRank
 from hynea_pl.metrics.functional import cohens_d, fleiss_kappa, ratings_to_table, wilcoxon_signed_rank
 
 # Fleiss (1971) / Wikipedia worked example: 10 subjects, 14 raters, 5 categories -> kappa = 0.210
@@ -26,15 +24,9 @@ def test_fleiss_kappa_hand_values():
     assert math.isnan(fleiss_kappa(ratings_to_table([[1, 1], [1, 1]], 3)))
     with pytest.raises(ValueError):
         fleiss_kappa([[2, 0], [1, 0]])  # unequal numbers of raters
-    m = FleissKappa(num_categories=5)
-    m.update(torch.tensor(WIKI[:4]), counts=True)
-    m.update(torch.tensor(WIKI[4:]), counts=True)
-    assert m.compute().item() == pytest.approx(0.20993, abs=1e-4)
-    r = FleissKappa(num_categories=3)
-    r.update(torch.tensor([[0, 0, 0], [1, 1, 2]]))
     # table [[3,0,0],[0,2,1]]: P = (1, 1/3), p = (1/2, 1/3, 1/6), P_e = 14/36
     expected = ((1 + 1 / 3) / 2 - 14 / 36) / (1 - 14 / 36)
-    assert r.compute().item() == pytest.approx(expected)
+    assert fleiss_kappa(ratings_to_table([[0, 0, 0], [1, 1, 2]], 3)) == pytest.approx(expected)
 
 
 def test_wilcoxon_and_cohens_d():
@@ -44,19 +36,11 @@ def test_wilcoxon_and_cohens_d():
     stat, p = wilcoxon_signed_rank(x, y)
     assert p == pytest.approx(0.0625)
     assert math.isnan(wilcoxon_signed_rank([1.0, 2.0], [1.0, 2.0])[1])
-    m = WilcoxonSignedRank()
-    m.update(torch.tensor(x[:2]), torch.tensor(y[:2]))
-    m.update(torch.tensor(x[2:]), torch.tensor(y[2:]))
-    assert m.compute().item() == pytest.approx(0.0625)
 
     assert cohens_d([1, 2, 3], [3, 4, 5]) == pytest.approx(-2.0)
     # paired d_z: differences (1, 2, 2, 3): mean 2, sd sqrt(2/3)
     assert cohens_d([1, 2, 3, 4], [0, 0, 1, 1], paired=True) == pytest.approx(2 / math.sqrt(2 / 3))
     assert math.isnan(cohens_d([1, 1], [1, 1]))
-    c = CohensD()
-    c.update(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 4.0]))
-    c.update(torch.tensor([]), torch.tensor([5.0]))
-    assert c.compute().item() == pytest.approx(-2.0)
     rng = np.random.default_rng(0)
     a, b = rng.normal(0, 1, 40), rng.normal(0.5, 2, 30)
     pooled = math.sqrt((39 * a.var(ddof=1) + 29 * b.var(ddof=1)) / 68)

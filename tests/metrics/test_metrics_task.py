@@ -6,16 +6,7 @@ import warnings
 import pytest
 import torch
 
-from hynea_pl.metrics import (
-    BinaryEscapeRatio,
-    BinaryMisclassificationRate,
-    ConfidenceReduction,
-    DetectionMisclassificationRate,
-    EscapeRatio,
-    MisclassificationRate,
-    MulticlassEscapeRatio,
-    MulticlassMisclassificationRate,
-)
+from hynea_pl.metrics import ConfidenceReduction, EscapeRatio, MisclassificationRate, case_values
 from hynea_pl.metrics.functional import (
     binary_escape_ratio,
     binary_misclassification_rate,
@@ -25,8 +16,14 @@ from hynea_pl.metrics.functional import (
     misclassification_rate,
     top2,
 )
+from hynea_pl.schema import CaseRecord
 
 T = torch.tensor
+
+
+def case(task, origin, result, target=0, flipped=False, error=None):
+    return CaseRecord(method="m", run="r", task=task, case_id="c0-0", seed=0, origin_class=0, target=target,
+                      origin_pred=origin, result_pred=result, flipped=flipped, error=error)
 
 
 def test_misclassification_rate_hand_values_and_ties():
@@ -97,59 +94,48 @@ def test_detection_and_confidence_reduction():
     assert detection_misclassification_rate(origin, origin).item() == 0.0
 
 
-def test_stateful_metrics_accumulate_and_reset():
-    origin = T([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [1.0, 1.0, 0.0], [5.0, 4.0, 0.0]])
-    result = T([[0.0, 1.0, 2.0], [0.0, 3.0, 1.0], [0.0, 1.0, 1.0], [4.0, 5.0, 0.0]])
-    m = MisclassificationRate(task="multiclass")
-    assert isinstance(m, MulticlassMisclassificationRate)
-    with warnings.catch_warnings():  # torchmetrics warns about compute() before update()
-        warnings.simplefilter("ignore")
-        assert math.isnan(m.compute().item())  # nothing seen yet
-    m.update(origin[:1], result[:1])
-    m.update(origin[1:], result[1:])
-    assert m.compute().item() == pytest.approx(3 / 4)
-    m.reset()
-    m.update(origin[1:2], result[1:2])
-    assert m.compute().item() == 0.0
-
-    e = EscapeRatio()
-    assert isinstance(e, MulticlassEscapeRatio)
-    e.update(origin, result)
-    # case 0: top2 {0,1}, result 2 -> escaped; case 2: top2 {0,1}, result 1 -> ok; case 3: ok
-    assert e.compute().item() == pytest.approx(1 / 4)
-
-    b = MisclassificationRate(task="binary", attribute=0)
-    assert isinstance(b, BinaryMisclassificationRate)
-    b.update(T([[1.0, 1.0]]), T([[-1.0, 1.0]]))
-    b.update(T([[1.0, 1.0]]), T([[1.0, -1.0]]))
-    assert b.compute().item() == 0.5
-    be = EscapeRatio(task="binary", attribute=0)
-    assert isinstance(be, BinaryEscapeRatio)
-    be.update(T([[1.0, 1.0]]), T([[1.0, -1.0]]))
-    assert be.compute().item() == 1.0
-
-    d = MisclassificationRate(task="detection")
-    assert isinstance(d, DetectionMisclassificationRate)
-    d.update(T([[[1.0, 0.0]]]), T([[[0.0, 1.0]]]))  # 1 of 1
-    d.update(T([[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]]), T([[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]]]))  # 0 of 3
-    assert d.compute().item() == pytest.approx(1 / 4)  # averaged over all B*D detections (eq. 11)
-
-    c = ConfidenceReduction(target_class=0)
-    c.update(T([[[0.9, 0.1]]]), T([[[0.4, 0.6]]]))
-    c.update(T([[0.5, 0.5], [0.5, 0.5]]), T([[0.5, 0.5], [0.2, 0.8]]))
-    assert c.compute().item() == pytest.approx((0.5 + 0.0 + 0.3) / 3)
-    with pytest.raises(ValueError):
-        EscapeRatio(task="detection")
+def test_run_metrics_are_updated_per_case_record():
+    cases = [case("multiclass", [2.0, 1.0, 0.0], [0.0, 1.0, 2.0], flipped=True),  # escaped (2 not in top-2)
+             case("multiclass", [0.0, 3.0, 1.0], [0.0, 3.0, 1.0]),
+             case("multiclass", [5.0, 4.0, 0.0], [4.0, 5.0, 0.0], flipped=False),  # flipped, recorded as not
+             case("multiclass", [1.0, 0.0], None, flipped=True),  # unusable predictions: the recorded flip counts
+             case("multiclass", [1.0, 0.0], [0.0, 1.0], error="RuntimeError")]  # not misclassified, no escape
+    assert case_values(cases[0]) == {"mr": 1.0, "esc": 1.0, "cr": None}
+    assert case_values(cases[3]) is None and case_values(cases[4]) is None
+    mr, esc, cr = MisclassificationRate(), EscapeRatio(), ConfidenceReduction()
+    for record in cases:
+        for metric in (mr, esc, cr):
+            metric.update(record)
+    assert mr.compute() == {"misclassification_rate": 3 / 5, "misclassification_rate_ok": 3 / 4,
+                            "flipped_mismatch": 1, "n_pred_missing": 1}
+    assert esc.compute()["n"] == 3 and esc.compute()["mean"] == pytest.approx(1 / 3)
+    assert cr.compute()["n"] == 0
+    # binary (eqs. 10, 14) and detection (eqs. 11, 15 from the logits), each case's values by its SUT class
+    binary = case("binary", [1.0, 1.0, -1.0], [-1.0, -1.0, -1.0], target=0, flipped=True)
+    assert case_values(binary) == {"mr": 1.0, "esc": 0.5, "cr": None}
+    logits = [[2.0, 0.0], [0.0, 1.0]]
+    detection = case("detection", logits, [[0.0, 2.0], [0.0, 1.0]], target=0, flipped=True)
+    values = case_values(detection)
+    assert values["mr"] == 0.5 and values["esc"] is None
+    assert values["cr"] == pytest.approx((torch.sigmoid(T(2.0)) - 0.5).item() / 2)
+    cr.update(detection)
+    assert cr.compute()["mean"] == pytest.approx(values["cr"])
 
 
 def test_merge_state_matches_single_pass():
     """States reduce like a DDP sync: merging two halves equals one pass over everything."""
     g = torch.Generator().manual_seed(0)
     origin, result = torch.randn(10, 5, generator=g), torch.randn(10, 5, generator=g)
-    for cls in (MulticlassMisclassificationRate, MulticlassEscapeRatio):
+    cases = [case("multiclass", o.tolist(), r.tolist(), flipped=bool(o.argmax() != r.argmax()))
+             for o, r in zip(origin, result)]
+    for cls in (MisclassificationRate, EscapeRatio):
         a, b, full = cls(), cls(), cls()
-        a.update(origin[:4], result[:4])
-        b.update(origin[4:], result[4:])
-        full.update(origin, result)
+        for i, record in enumerate(cases):
+            (a if i < 4 else b).update(record)
+            full.update(record)
         a.merge_state(b)
-        assert a.compute().item() == pytest.approx(full.compute().item())
+        assert a.compute() == pytest.approx(full.compute())
+    mr = MisclassificationRate()
+    with warnings.catch_warnings():  # torchmetrics warns about compute() before update()
+        warnings.simplefilter("ignore")
+        assert math.isnan(mr.compute()["misclassification_rate"])  # nothing seen yet
