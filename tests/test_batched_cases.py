@@ -1,12 +1,10 @@
 """Batched HyNeA (``--cases.batch_size B``): every case's record at B = 4 is the record of the same case at B = 1,
-including a case that ends early and slots refilled by later cases; the per-slot optimiser and schedule follow
-torch's AdamW and OneCycleLR; methods that cannot batch are refused; the population baselines score a generation in
-one SUT call."""
+including a case that ends early and slots refilled by later cases; methods that cannot batch are refused; the
+population baselines score a generation in one SUT call."""
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import sys
 from pathlib import Path
 
@@ -21,14 +19,12 @@ from tiny_components import DIGIT_CENTROIDS, PAPER_HYNEA, tiny_generator, tiny_s
 from baselines.giftbench import GIFTbenchCase
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import SUTEvaluationBudget
+from hynea_pl.cli import main
 from hynea_pl.hypernets import ControlProjector
+from hynea_pl.images import load_image
 from hynea_pl.methods import HyNeACase
 from hynea_pl.methods.batched import BatchedHyNeA
 from hynea_pl.methods.batched_adapters import StackedAdapters
-from hynea_pl.cli import main
-from hynea_pl.images import load_image
-from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
-from hynea_pl.schedules import safe_pct_start
 
 #: six cases, in this order, of the SUT tiny_components.DigitCentroids (every pixel moves it): in the fast variant
 #: they end at different steps (c1-0 last), so slots are refilled while others run on; at B = 4 the fifth and sixth
@@ -96,47 +92,6 @@ def test_a_method_that_cannot_batch_is_refused_in_one_line(tiny_zoo, tmp_path, c
     assert main(args) != 0
     err = capsys.readouterr().err
     assert "only HyNeA batches cases" in err
-
-
-@pytest.mark.parametrize("total, pct", [(6, 0.3), (50, 0.3), (3, 0.3), (10, 0.5)])
-def test_one_cycle_lr_is_torchs_one_cycle(total, pct):
-    pct = safe_pct_start(pct, total)
-    param = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.AdamW([param], lr=3e-4)
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=total, pct_start=pct,
-                                                    div_factor=3e-3 / 3e-4, cycle_momentum=False)
-    for step in range(total):
-        expected = optimizer.param_groups[0]["lr"]
-        assert math.isclose(one_cycle_lr(step, total, 3e-3, 3e-3 / (3e-3 / 3e-4), pct), expected, rel_tol=1e-12)
-        optimizer.step()
-        scheduler.step()
-
-
-def test_slot_adamw_steps_each_slot_like_its_own_adamw_and_resets_a_slot():
-    torch.manual_seed(0)
-    slots, shape = 3, (4, 5)
-    start = torch.randn(slots, *shape)
-    stacked = torch.nn.Parameter(start.clone())
-    ours = SlotAdamW([stacked], slots, weight_decay=1e-2)
-    singles = [torch.nn.Parameter(start[i].clone()) for i in range(slots)]
-    theirs = [torch.optim.AdamW([p], lr=1.0, weight_decay=1e-2) for p in singles]
-    lrs = {0: [1e-2, 2e-2, 3e-2, 1e-2], 1: [5e-3, 5e-3], 2: [1e-1, 1e-2, 1e-3, 1e-4]}
-    active = [[0, 1, 2], [0, 2], [0, 1, 2], [0, 2]]  # slot 1 sits out steps 2 and 4 (its state must not move)
-    for step, rows in enumerate(active):
-        grads = torch.randn(slots, *shape)
-        stacked.grad = grads.clone()
-        used = [lrs[s][sum(s in a for a in active[:step])] for s in rows]
-        ours.schedule(rows, used)
-        ours.step()
-        for s, lr in zip(rows, used, strict=True):
-            theirs[s].param_groups[0]["lr"] = lr
-            singles[s].grad = grads[s].clone()
-            theirs[s].step()
-        for s in range(slots):
-            torch.testing.assert_close(stacked.detach()[s], singles[s].detach(), rtol=1e-6, atol=1e-7)
-    ours.reset(1)
-    assert ours.steps[1] == 0 and not ours.state[stacked]["exp_avg"][1].any()
-    assert ours.state[stacked]["exp_avg"][0].any()
 
 
 class CallSizes(CountingSUT):
@@ -237,6 +192,27 @@ def test_a_failing_case_leaves_the_batch_alone_and_its_slot_is_refilled():
     assert planned[1].sut_evals == 2 and planned[0].sut_evals == planned[2].sut_evals == 4
     assert planned[0].stop_reason == planned[2].stop_reason == "max_steps"
     assert not batch.active
+
+
+def test_a_case_whose_schedule_ends_before_its_steps_fails_as_at_batch_size_1():
+    """A OneCycle schedule shorter than the case's steps (``total_steps`` < ``max_steps``) fails the case at the same
+    step with torch's error, at B = 1 and in a batch, where the other case goes on."""
+    generator, sut = tiny_generator(num_inference_steps=1), tiny_sut()
+    alone = HyNeACase(generator, sut, origin_class=1, seed=1, stop_margin=1e9, total_steps=2)
+    trainer = make_trainer([], max_steps=4)
+    with pytest.raises(ValueError, match="Tried to step 3 times") as single:
+        trainer.fit(alone)
+    planned = [HyNeACase(generator, sut, origin_class=c, seed=c, stop_margin=1e9, total_steps=t)
+               for c, t in ((1, 2), (2, None))]
+    for case in planned:
+        case.setup("fit")
+    queue, ended = iter(planned[1:]), []
+    batch = BatchedHyNeA(planned[0], lambda: next(queue, None),
+                         lambda case, steps, error: ended.append((case, steps, error)), slots=2, max_steps=4,
+                         max_evals=100)
+    make_trainer([], max_steps=-1).fit(batch)
+    assert [(case.hparams.seed, steps, str(error) if error else None) for case, steps, error in ended] == [
+        (1, trainer.global_step, str(single.value)), (2, 4, None)]
 
 
 def test_a_run_resumes_at_another_batch_size(tmp_path):

@@ -9,13 +9,6 @@ import lightning as L
 from hynea_pl.callbacks.stop import fit_stop_reason, note_stop
 
 
-def budget_spent(module: L.LightningModule, max_evals: int) -> bool:
-    """Whether ``module``'s next step could overrun ``max_evals``: the SUT evaluations it spent (``sut_evals``) plus
-    at most what its next step spends (``evals_per_step``). The one budget rule, for a Trainer (the callback below)
-    and for a batched case's slot (:mod:`hynea_pl.methods.batched`)."""
-    return int(module.sut_evals) + int(module.evals_per_step) > max_evals
-
-
 class SUTEvaluationBudget(L.Callback):
     """Counts SUT evaluations (the method's ``sut_evals`` counter) and stops the Trainer at ``max_evals``.
 
@@ -34,19 +27,25 @@ class SUTEvaluationBudget(L.Callback):
         self.max_evals = max_evals
 
     @staticmethod
-    def _per_step(pl_module: L.LightningModule) -> int:
-        return int(pl_module.evals_per_step)
+    def should_stop(module: L.LightningModule, max_evals: int) -> bool:
+        """The rule, for a Trainer's case (below) and a batched case's slot (:mod:`hynea_pl.methods.batched`): a
+        case ends when its next step could overrun ``max_evals``, the SUT evaluations it spent (``sut_evals``) plus
+        at most what its next step spends (``evals_per_step``), noting ``budget``."""
+        spent = int(module.sut_evals) + int(module.evals_per_step) > max_evals
+        if spent:
+            note_stop(module, "budget")
+        return spent
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._per_step(pl_module) > self.max_evals:
+        per_step = int(pl_module.evals_per_step)
+        if per_step > self.max_evals:
             raise ValueError(f"budget of {self.max_evals} SUT evaluations cannot pay for one step "
-                             f"({self._per_step(pl_module)} evaluations)")
+                             f"({per_step} evaluations)")
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if budget_spent(pl_module, self.max_evals):
+        if self.should_stop(pl_module, self.max_evals):
             trainer.should_stop = True
-            note_stop(pl_module, "budget")
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         note_stop(pl_module, fit_stop_reason(trainer))

@@ -20,9 +20,17 @@ class FlipEarlyStopping(L.Callback):
     def __init__(self) -> None:
         self.flipped_at: int | None = None
 
+    @staticmethod
+    def should_stop(module: L.LightningModule, found: Any) -> bool:
+        """The rule, for a Trainer's case (below) and a batched case's slot (:mod:`hynea_pl.methods.batched`): a
+        case ends after the step that reports ``found``, noting ``flipped``."""
+        if found:
+            note_stop(module, "flipped")
+        return bool(found)
+
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
-        if isinstance(outputs, dict) and outputs.get("found") and self.flipped_at is None:
+        found = isinstance(outputs, dict) and outputs.get("found")
+        if self.flipped_at is None and self.should_stop(pl_module, found):
             self.flipped_at = trainer.global_step
             trainer.should_stop = True
-            note_stop(pl_module, "flipped")

@@ -19,6 +19,11 @@ def note_stop(module: L.LightningModule, reason: str) -> None:
         module.stop_reason = reason
 
 
+def at_step_limit(steps: int, max_steps: int) -> bool:
+    """Whether a case that ran ``steps`` steps reached the Trainer's step limit (``max_steps`` <= 0: none)."""
+    return 0 < max_steps <= steps
+
+
 def fit_stop_reason(trainer: L.Trainer) -> str:
     """Why a fit that no callback stopped ended: the Trainer's ``max_steps``, else the method's own rule."""
-    return "max_steps" if 0 < trainer.max_steps <= trainer.global_step else "converged"
+    return "max_steps" if at_step_limit(trainer.global_step, trainer.max_steps) else "converged"

@@ -1,9 +1,11 @@
-"""The case loop of a campaign: every selected case with a fresh module, callbacks, logger and Trainer."""
+"""The case loop of a campaign: every selected case with a fresh module, callbacks, logger and Trainer, or (at
+``cases.batch_size > 1``) B cases at a time in the method's batched module and one Trainer. Both loops start and end
+a case the same way (:class:`CaseRun`) and fit under the same Ctrl-C guard (:func:`guarded_fit`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,22 +29,56 @@ if TYPE_CHECKING:
 
 #: a case's n-th run is seeded with ``case.seed + n * ATTEMPT_SEED_STRIDE``
 ATTEMPT_SEED_STRIDE = 7919
+#: Told each record once it is written.
+Done = Callable[[CaseRecord], None]
 
 
-def fit_attempt(campaign: Campaign, case: TestCase, model: TestCaseModule) -> L.Trainer:
-    """Fit one run of a case's module with a fresh Trainer and the campaign's case callbacks."""
-    trainer_kwargs = campaign.trainer_kwargs(case)
-    trainer_kwargs["callbacks"] = [*(trainer_kwargs.get("callbacks") or []), *campaign.case_callbacks()]
-    trainer = L.Trainer(**trainer_kwargs)
+class CaseRun:
+    """One case from its record's creation to its write, in the single and the batched case loop alike.
+
+    :meth:`start` creates the record (a case without an origin is written at once: ``None``), :meth:`seed` seeds
+    each run of the case, :meth:`finish` records the error that ended it (if any), its runtime and what its module
+    returned (:func:`~hynea_pl.campaign.outcome.finish_record`), writes the record and hands it to ``done``."""
+
+    def __init__(self, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> None:
+        self.campaign, self.case, self.folder, self.done = campaign, case, folder, done
+        self.record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
+        self.started = time.perf_counter()
+
+    @classmethod
+    def start(cls, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> CaseRun | None:
+        run = cls(campaign, case, folder, done)
+        if case.seed is not None:
+            return run
+        run.record.error = no_origin_error(campaign)
+        folder.append(run.record)
+        done(run.record)
+        return None
+
+    def seed(self, attempt: int = 0) -> None:
+        """Each run draws from its own seed (the first from the case's): no state carries from case to case."""
+        L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * attempt, verbose=False)
+
+    def finish(self, model: TestCaseModule | None, steps: int, error: BaseException | None = None,
+               attempts: list[dict] | None = None) -> None:
+        if error is not None:
+            self.record.error = case_error(error, self.record, self.folder)
+        self.record.runtime_s = time.perf_counter() - self.started
+        finish_record(self.campaign, self.record, model, steps, self.folder, attempts)
+        self.done(self.record)
+
+
+def guarded_fit(trainer: L.Trainer, module: L.LightningModule) -> None:
+    """``trainer.fit(module)``, its case loggers closed after. Lightning turns Ctrl-C into ``sys.exit(1)``: it stays
+    a ``KeyboardInterrupt`` (the command line says so)."""
     try:
-        trainer.fit(model)
-    except SystemExit as stop:  # Lightning turns Ctrl-C into sys.exit(1): keep it an interrupt (cli says so)
+        trainer.fit(module)
+    except SystemExit as stop:
         if type(stop) is SystemExit and trainer.interrupted:
             raise KeyboardInterrupt from None
         raise
     finally:
         close_case_loggers(trainer)
-    return trainer
 
 
 def attempt_rank(model: TestCaseModule, campaign: Campaign) -> tuple[bool, bool]:
@@ -54,32 +90,31 @@ def attempt_rank(model: TestCaseModule, campaign: Campaign) -> tuple[bool, bool]
     return result.found, flipped
 
 
-def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecord:
-    """Build and fit one test case and append its record; any failure (build, NaN, OOM, ...) is recorded.
+def run_case(campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> None:
+    """Build and fit one test case and write its record; any failure (build, NaN, OOM, ...) is recorded.
 
     A method may run a case more than once within its budget (:meth:`TestCaseModule.next_attempt`): each run is a
-    fresh module and Trainer that starts from the evaluations spent so far, so the budget holds across runs. The
-    record keeps the best run's result (found, else flipped, else the first) and every run's evaluations
-    (``diagnostics.attempts``)."""
-    record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
-    if case.seed is None:
-        record.error = no_origin_error(campaign)
-        folder.append(record)
-        return record
-
-    start = time.perf_counter()
+    fresh module and Trainer (with the campaign's case callbacks) that starts from the evaluations spent so far, so
+    the budget holds across runs. The record keeps the best run's result (found, else flipped, else the first) and
+    every run's evaluations (``diagnostics.attempts``)."""
+    run = CaseRun.start(campaign, case, folder, done)
+    if run is None:
+        return
     model: TestCaseModule | None = None
     kept: TestCaseModule | None = None
+    failure: Exception | None = None
     attempts: list[dict] = []
     spent = steps = 0
     try:
         overrides: dict | None = {}
         while overrides is not None:
-            # each run draws from its own seed (the first from the case's): no state carries from case to case
-            L.seed_everything(case.seed + ATTEMPT_SEED_STRIDE * len(attempts), verbose=False)
+            run.seed(len(attempts))
             model = campaign.build_module(case, **overrides)
             model.sut_evals = spent  # the budget callback counts the case's evaluations over all its runs
-            trainer = fit_attempt(campaign, case, model)
+            kwargs = campaign.trainer_kwargs(case)
+            kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *campaign.case_callbacks()]
+            trainer = L.Trainer(**kwargs)
+            guarded_fit(trainer, model)
             steps += trainer.global_step
             attempts.append({**model.attempt_summary(), "sut_evals": int(model.sut_evals) - spent,
                              "steps": trainer.global_step, "stop_reason": model.stop_reason})
@@ -91,12 +126,56 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder) -> CaseRecor
                 overrides = None
         model = kept
     except Exception as error:  # a failing case is recorded, the campaign goes on
-        record.error = case_error(error, record, folder)
-    record.runtime_s = time.perf_counter() - start
+        failure = error
     if model is not None:
         model.sut_evals = max(spent, int(model.sut_evals))
-    finish_record(campaign, record, model, steps, folder, attempts if len(attempts) > 1 else None)
-    return record
+    run.finish(model, steps, failure, attempts if len(attempts) > 1 else None)
+
+
+def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: RunFolder, done: Done) -> None:
+    """Run ``cases`` ``cases.batch_size`` at a time in the method's batched module; each case's record is written
+    (as by :func:`run_case`) the moment it leaves its slot, in the order the cases end. A case is built and set up
+    (its origin, target and fresh weights, seeded as at batch size 1) when it takes a slot; one that fails there is
+    recorded at once. A failure of the batch's shared step ends the cases then in the batch with that error, and the
+    remaining cases go on in a fresh module and Trainer."""
+    planned: Iterator[TestCase] = iter(cases)
+    runs: dict[int, CaseRun] = {}  # id(module) -> the run of each case in a slot
+
+    def write(model: TestCaseModule, steps: int, error: BaseException | None) -> None:
+        runs.pop(id(model)).finish(model, steps, error)
+
+    def next_case() -> TestCaseModule | None:
+        for case in planned:
+            run = CaseRun.start(campaign, case, folder, done)
+            if run is None:
+                continue
+            model: TestCaseModule | None = None
+            try:
+                run.seed()  # the case's fresh weights, as at batch size 1
+                model = campaign.build_module(case)
+                model.setup("fit")
+            except Exception as error:  # a failing case is recorded, the campaign goes on
+                run.finish(model, 0, error)
+                continue
+            runs[id(model)] = run
+            return model
+        return None
+
+    while (first := next_case()) is not None:
+        try:
+            batch = type(first).batched_module()(first, next_case, write, slots=campaign.selection.batch_size,
+                                                 max_steps=campaign.trainer.max_steps, max_evals=campaign.budget)
+        except Exception as error:
+            write(first, 0, error)
+            continue
+        try:
+            kwargs = campaign.trainer_kwargs(runs[id(first)].case, campaign.output.name)
+            kwargs.update(max_steps=-1, max_epochs=1)  # the batch ends when its last case does
+            guarded_fit(L.Trainer(**kwargs), batch)
+        except Exception as error:  # the cases in the batch take the error; the campaign goes on
+            batch.fail_active(error)
+        if batch.active:  # cannot happen (a batch's fit ends with its last case), but never lose a case
+            batch.fail_active(RuntimeError("the batch's fit ended before its cases"))
 
 
 def check_resumable(campaign: Campaign) -> None:
@@ -169,12 +248,10 @@ def run_campaign(campaign: Campaign, on_records: RecordsHook | None = None) -> d
             progress.update()
 
         if campaign.selection.batch_size > 1:
-            from hynea_pl.campaign.batched_runner import run_batched_cases
-
             run_batched_cases(campaign, mine, folder, done)
         else:
             for case in mine:
-                done(run_case(campaign, case, folder))
+                run_case(campaign, case, folder, done)
     shard.barrier()
     if not shard.is_main:
         return {}
@@ -190,4 +267,4 @@ def run_campaign(campaign: Campaign, on_records: RecordsHook | None = None) -> d
     return summary
 
 
-__all__ = ["check_resumable", "run_campaign", "run_case"]
+__all__ = ["CaseRun", "check_resumable", "guarded_fit", "run_batched_cases", "run_campaign", "run_case"]

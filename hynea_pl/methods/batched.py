@@ -5,9 +5,9 @@ control, fresh HyperNet and projector). One training step runs the sampling chai
 occupied slot (the frozen generator on ``b`` rows, each slot's HyperNet and projector through
 :class:`~hynea_pl.methods.batched_adapters.StackedAdapters`), the SUT once on the ``b`` images and the reference
 once on all their views; then each slot's own :meth:`HyNeACase.case_step` (the single owner of the loss, the found
-rule and the kept result) runs on its rows, and :class:`~hynea_pl.methods.batched_optim.SlotAdamW` steps each slot
-with its own OneCycle learning rate. A case that ends leaves its slot at once (``case_done``: the campaign writes
-its record) and the next planned case (``next_case``) takes the slot with fresh weights and optimiser state.
+rule and the kept result) runs on its rows, and torch's ``AdamW`` steps each slot as its own param group, with its
+own ``OneCycleLR`` learning rate. A case that ends leaves its slot at once (``case_done``: the campaign writes its
+record) and the next planned case (``next_case``) takes the slot with fresh weights and optimiser state.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from typing import Any
 
 import lightning as L
 import torch
+from torch.optim.lr_scheduler import OneCycleLR
 from torch.utils.data import DataLoader, IterableDataset
 
-from hynea_pl.callbacks.budget import budget_spent
-from hynea_pl.callbacks.stop import note_stop
+from hynea_pl.callbacks.budget import SUTEvaluationBudget
+from hynea_pl.callbacks.flip import FlipEarlyStopping
+from hynea_pl.callbacks.stop import at_step_limit, note_stop
 from hynea_pl.methods.base import batches
 from hynea_pl.methods.batched_adapters import StackedAdapters
-from hynea_pl.methods.batched_optim import SlotAdamW, one_cycle_lr
 from hynea_pl.methods.hynea import HyNeACase
-from hynea_pl.schedules import safe_pct_start
 
 #: Builds and sets up the next planned case; ``None`` when none is left.
 NextCase = Callable[[], HyNeACase | None]
@@ -56,9 +56,10 @@ class BatchedHyNeA(L.LightningModule):
 
     Why the per-case stop lives here and not in the campaign's callbacks: a callback stops a Trainer, and this
     Trainer runs every case of the batch. A case must leave its slot (and a new one take it) between two steps of
-    the others, so this module applies to each slot, after its step, the rules of ``FlipEarlyStopping`` (found),
-    ``SUTEvaluationBudget`` (the next step would overrun the budget) and the Trainer's ``max_steps``, and notes the
-    same ``stop_reason`` (:func:`hynea_pl.callbacks.stop.note_stop`).
+    the others, so this module applies to each slot, after its step, the callbacks' own rules
+    (``FlipEarlyStopping.should_stop``: found; ``SUTEvaluationBudget.should_stop``: the next step would overrun the
+    budget; :func:`~hynea_pl.callbacks.stop.at_step_limit`: the Trainer's ``max_steps``), which note the same
+    ``stop_reason``.
     """
 
     def __init__(self, first: HyNeACase, next_case: NextCase, case_done: CaseDone, slots: int, max_steps: int,
@@ -74,7 +75,7 @@ class BatchedHyNeA(L.LightningModule):
         self.stack = StackedAdapters(first.hypernet, first.projector, slots)
         self.cases: list[HyNeACase | None] = [None] * slots
         self.case_steps = [0] * slots
-        self._weight_decay = first.hparams.weight_decay
+        self.schedules: list[OneCycleLR | None] = [None] * slots
         self._pending: HyNeACase | None = first
         self._exhausted = False
 
@@ -85,16 +86,23 @@ class BatchedHyNeA(L.LightningModule):
         return [slot for slot, case in enumerate(self.cases) if case is not None]
 
     def _take(self, slot: int, case: HyNeACase) -> None:
-        if case.hparams.weight_decay != self._weight_decay:
-            raise ValueError("the cases of one batch must share weight_decay")
         self.stack.load(slot, {"hypernet": case.hypernet, "projector": case.projector})
         if case.hparams.save_adapters:  # the kept weights are the slot's, read from the stack
             case.adapter_weights = lambda slot=slot: self.stack.slot_weights(slot)
         else:  # the slot's weights live in the stack now: free the case's own copy (a denoiser's encoder half)
             case.hypernet = case.projector = None
-        self.cases[slot], self.case_steps[slot] = case, 0
-        if self._trainer is not None and self.trainer.optimizers:
-            self.trainer.optimizers[0].reset(slot)
+        self.cases[slot], self.case_steps[slot], self.schedules[slot] = case, 0, self._schedule(case)
+        if self._trainer is not None and self.trainer.optimizers:  # fresh moments and step count
+            optimizer = self.trainer.optimizers[0]
+            for view in optimizer.param_groups[slot]["params"]:
+                optimizer.state.pop(view, None)
+
+    def _schedule(self, case: HyNeACase) -> OneCycleLR:
+        """The case's own OneCycle schedule (:meth:`HyNeACase.one_cycle`) on a stand-in optimiser that holds only
+        the slot's learning rate (a torch scheduler sets every param group of its optimiser, and the slot is one
+        group of the batch's)."""
+        holder = torch.optim.SGD([torch.zeros(0, requires_grad=True)], lr=case.learning_rates[0])
+        return case.one_cycle(holder, self.max_steps)
 
     def _fill(self) -> None:
         """Give every free slot the next planned case."""
@@ -129,8 +137,13 @@ class BatchedHyNeA(L.LightningModule):
     def train_dataloader(self) -> DataLoader:
         return DataLoader(_Steps(), batch_size=None)
 
-    def configure_optimizers(self) -> SlotAdamW:
-        return SlotAdamW(self.stack.trainable(), self.slots, weight_decay=self._weight_decay)
+    def configure_optimizers(self) -> torch.optim.AdamW:
+        """torch's AdamW, one param group per slot (the slot's views of the stacked weights): each slot has its own
+        learning rate, weight decay, step count and moments, and a slot without gradients is skipped. Measured against
+        the hand-written AdamW over the stacked weights it replaced (MNIST zoo HyperNet + projector, CPU, one thread,
+        the optimiser step alone): 25 against 16 steps/s at B = 8, 12.6 against 13.0 at B = 16."""
+        stacked = self.stack.trainable()
+        return torch.optim.AdamW([{"params": [p.detach()[slot] for p in stacked]} for slot in range(self.slots)])
 
     # ------------------------------------------------------------------ one step of every slot
     def _condition(self, cases: list[HyNeACase]) -> Any:
@@ -139,19 +152,12 @@ class BatchedHyNeA(L.LightningModule):
             return classes[0]
         return torch.tensor(classes, dtype=torch.long, device=self.device)
 
-    def _lr(self, case: HyNeACase, done: int) -> float:
-        hp = case.hparams
-        total = hp.total_steps or self.max_steps
-        lr_min, lr_max = case.learning_rates
-        # the initial lr as OneCycleLR computes it (max_lr / div_factor, HyNeACase's div_factor), bit for bit
-        return one_cycle_lr(done, total, lr_max, lr_max / (lr_max / lr_min), safe_pct_start(hp.pct_start, total))
-
     def training_step(self, batch: int, batch_idx: int) -> None:
         self._fill()
         rows = self.active
         if not rows:
             self.trainer.should_stop = True
-            return None
+            return
         cases = [self.cases[slot] for slot in rows]
         generator, sut = cases[0].generator, cases[0].sut
         index = None if len(rows) == self.slots else torch.tensor(rows, device=self.device)
@@ -173,24 +179,41 @@ class BatchedHyNeA(L.LightningModule):
             losses.append(loss)
             stepped.append(slot)
         optimizer = self.optimizers()
-        optimizer.zero_grad()
+        optimizer.zero_grad()  # the slots' views of the stacked gradients,
+        self.stack.zero_grad()  # and those
         if losses:
             total = torch.stack(losses).sum()  # each slot's weights only see their own case's loss
             self.manual_backward(total)
-            optimizer.optimizer.schedule(stepped, [self._lr(self.cases[s], self.case_steps[s]) for s in stepped])
+            self._hand_over(optimizer.optimizer, set(stepped))
             optimizer.step()
             self.log_dict({"loss": total / len(losses), "active": float(len(rows))}, prog_bar=True, on_step=True,
                           on_epoch=False, batch_size=len(rows))
         for slot in stepped:
             self.case_steps[slot] += 1
+            try:  # the schedule steps after the optimiser, as Lightning steps a case's; its error is the case's
+                self.schedules[slot].optimizer.step()
+                self.schedules[slot].step()
+            except Exception as error:
+                errors[slot] = error
         for slot, error in errors.items():
             self._leave(slot, error)
         for slot in stepped:
-            if self._stops(self.cases[slot], found[slot], self.case_steps[slot]):
+            if slot not in errors and self._stops(self.cases[slot], found[slot], self.case_steps[slot]):
                 self._leave(slot, None)
         self._fill()
         if not self.active:
             self.trainer.should_stop = True
+
+    def _hand_over(self, optimizer: torch.optim.Optimizer, stepped: set[int]) -> None:
+        """Give each stepped slot's param group its case's learning rate and weight decay and its rows of the stacked
+        gradients; the other slots' groups none (AdamW skips a parameter without a gradient)."""
+        stacked = self.stack.trainable()
+        for slot, group in enumerate(optimizer.param_groups):
+            for view, param in zip(group["params"], stacked, strict=True):
+                view.grad = param.grad[slot] if slot in stepped and param.grad is not None else None
+            if slot in stepped:
+                group["lr"] = self.schedules[slot].get_last_lr()[0]
+                group["weight_decay"] = self.cases[slot].hparams.weight_decay
 
     def _read_references(self, cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor | None]:
         """The reference's outputs on every case's views, in one call, split per case."""
@@ -202,11 +225,9 @@ class BatchedHyNeA(L.LightningModule):
 
     def _stops(self, case: HyNeACase, found: bool, steps: int) -> bool:
         """Whether ``case`` ends after its step ``steps``, noting why (the callbacks' rules, see the class)."""
-        if found:
-            note_stop(case, "flipped")
-        if budget_spent(case, self.max_evals):
-            note_stop(case, "budget")
-        if steps >= self.max_steps:
+        FlipEarlyStopping.should_stop(case, found)
+        SUTEvaluationBudget.should_stop(case, self.max_evals)
+        if at_step_limit(steps, self.max_steps):
             note_stop(case, "max_steps")
         return case.stop_reason is not None
 

@@ -196,14 +196,20 @@ class HyNeACase(TestCaseModule):
         hp = self.hparams
         lr_min, lr_max = self.learning_rates
         optimizer = torch.optim.AdamW(params, lr=lr_min, weight_decay=hp.weight_decay)
-        total = hp.total_steps or self.trainer.max_steps
+        scheduler = self.one_cycle(optimizer, self.trainer.max_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def one_cycle(self, optimizer: torch.optim.Optimizer, max_steps: int | None) -> torch.optim.lr_scheduler.OneCycleLR:
+        """This run's OneCycle schedule on ``optimizer``: from ``lr_min`` up to ``lr_max`` and down, over
+        ``total_steps`` (else the Trainer's ``max_steps``)."""
+        hp = self.hparams
+        lr_min, lr_max = self.learning_rates
+        total = hp.total_steps or max_steps
         if total is None or total <= 0:
             raise ValueError("HyNeACase needs trainer.max_steps (or model.total_steps) for its OneCycle schedule")
-        scheduler = torch.optim.lr_scheduler.OneCycleLR(
+        return torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=lr_max, total_steps=total, pct_start=safe_pct_start(hp.pct_start, total),
-            div_factor=lr_max / lr_min, cycle_momentum=False,
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+            div_factor=lr_max / lr_min, cycle_momentum=False)
 
     # ------------------------------------------------------------------ one adaptation step
     def generate_latents(self) -> torch.Tensor:
