@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# the demo: HyNeA on one test case per digit class (the config selects 3 per class: drop the override for all 30)
 demo: install
-	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml
+	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml --cases.n_per_class 1
 
 # HyNeA from 30 held-out real digits instead of generated origins (docs/guide.md#starting-from-your-own-images)
 demo-real: install

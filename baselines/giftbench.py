@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
+from jsonargparse.typing import PositiveInt
 from scipy import stats
 from torch import Tensor
 
@@ -145,13 +146,13 @@ class GIFTbenchCase(PopulationSearchCase):
         seed: int = 0,
         target: int | None = None,
         config: str = "low",
-        population_size: int = 25,
-        survivors: int = 10,
-        range_samples: int = 1000,
+        population_size: PositiveInt = 25,
+        survivors: PositiveInt = 10,
+        range_samples: PositiveInt = 1000,
         range_seed: int = 0,
         search_seed: int | None = None,
-        chunk_size: int | None = None,
-        diagnostics_every: int = 1,
+        chunk_size: PositiveInt | None = None,
+        diagnostics_every: PositiveInt = 1,
     ) -> None:
         if config not in PERT_FACTORS:
             raise ValueError(f"unknown GIFTbench config {config!r}; choose one of {sorted(PERT_FACTORS)}")

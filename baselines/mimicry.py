@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from jsonargparse.typing import PositiveInt
 from torch import Tensor
 
 from baselines.search import PopulationSearchCase
@@ -128,12 +129,12 @@ class MimicryCase(PopulationSearchCase):
         origin_class: int | None = 0,
         seed: int = 0,
         target: int | None = None,
-        population_size: int = 100,
-        generations: int | None = 25,
+        population_size: PositiveInt = 100,
+        generations: PositiveInt | None = 25,
         layers: list[int] | None = None,
         search_seed: int | None = None,
-        chunk_size: int | None = None,
-        rival_draws: int = 1,
+        chunk_size: PositiveInt | None = None,
+        rival_draws: PositiveInt = 1,
     ) -> None:
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
                          population_size=population_size, survivors=population_size, search_seed=search_seed,

@@ -29,6 +29,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 import torch
+from jsonargparse.typing import PositiveInt
 from torch import Tensor
 from torch.utils.data import DataLoader
 
@@ -36,6 +37,7 @@ from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.suts import SUT
+
 # the margins behind each SUT's decision_margin (hynea_pl.suts), still importable from here
 from hynea_pl.suts.binary import attribute_margin  # noqa: F401
 from hynea_pl.suts.classifier import origin_margin  # noqa: F401
@@ -111,10 +113,10 @@ class PopulationSearchCase(TestCaseModule):
         origin_class: int | None = 0,
         seed: int = 0,
         target: int | None = None,
-        population_size: int = 25,
-        survivors: int = 10,
+        population_size: PositiveInt = 25,
+        survivors: PositiveInt = 10,
         search_seed: int | None = None,
-        chunk_size: int | None = None,
+        chunk_size: PositiveInt | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["generator", "sut", "reference"])  # also collects the subclass's init args

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 import torch
+from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from torch import Tensor
 
 from baselines.search import (
@@ -141,16 +142,16 @@ class SINVADCase(PopulationSearchCase):
         target: int | None = None,
         targeted: bool = False,
         reference: SUT | None = None,
-        population_size: int = 50,
-        survivors: int = 20,
-        initial_spread: float = 0.7,
-        mutation_scale: float = 0.1,
-        decay: float = 0.7,
-        min_scale: float = 1e-3,
-        reset_probability: float = 0.5,
+        population_size: PositiveInt = 50,
+        survivors: PositiveInt = 20,
+        initial_spread: PositiveFloat = 0.7,
+        mutation_scale: PositiveFloat = 0.1,
+        decay: PositiveFloat = 0.7,
+        min_scale: PositiveFloat = 1e-3,
+        reset_probability: ClosedUnitInterval = 0.5,
         restart_until_budget: bool = False,
         search_seed: int | None = None,
-        chunk_size: int | None = None,
+        chunk_size: PositiveInt | None = None,
     ) -> None:
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,
                          population_size=population_size, survivors=survivors, search_seed=search_seed,

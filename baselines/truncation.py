@@ -35,6 +35,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 import torch
+from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from torch import Tensor
 
 from baselines.search import Probe, ProbeSearchCase, descends_from
@@ -142,13 +143,13 @@ class TruncationProbeCase(ProbeSearchCase):
         mode: str = "first-flip",
         schedule: str | list[float] = "fixed",
         salvage: bool = False,
-        p_min: float = 0.8,
-        delta: float = 0.5,
-        top_k: int = 3,
+        p_min: ClosedUnitInterval = 0.8,
+        delta: PositiveFloat = 0.5,
+        top_k: PositiveInt = 3,
         layer_sets: list[list[int]] | None = None,
-        search_steps: int = 6,
-        ssim_min: float = 0.95,
-        l2_max: float = 0.2,
+        search_steps: PositiveInt = 6,
+        ssim_min: ClosedUnitInterval = 0.95,
+        l2_max: PositiveFloat = 0.2,
         search_seed: int | None = None,
     ) -> None:
         super().__init__(generator, sut, origin_class=origin_class, seed=seed, target=target,

@@ -46,12 +46,32 @@ def _zoo(args: list[str]) -> int:
     build.add_argument("--extras", default="stylegan",
                        help="on-demand components to build too: a comma list (default: stylegan, which the MNIST GAN "
                             f"configs use), all or none ({', '.join(extra_names())})")
+    build.add_argument("--rebuild", action="store_true",
+                       help="train the profile's base zoo from scratch (not from the released weights or the cache) "
+                            "and compare its gates with the released zoo's")
+    release = sub.add_parser("release", help="(maintainers) ship the cached base zoo of a profile in the package")
+    release.add_argument("--profile", choices=sorted(PROFILES), default="full")
     options = parser.parse_args(args)
+    if options.action == "release":
+        from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
+        from hynea_pl.zoo.released import RELEASED, release as write_release
+
+        build_zoo(options.profile, verbose=False)
+        names = write_release(cache_folders(options.profile, [BASE_ZOO]))
+        print(f"released {len(names)} folders of the {options.profile} zoo into {RELEASED}")
+        return 0
+    if options.rebuild:
+        from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
+        from hynea_pl.zoo.released import compare_with_released, discard
+
+        discard(cache_folders(options.profile, [BASE_ZOO]))
+        zoo = build_zoo(options.profile, verbose=False, released=False)
+        Console().print(compare_with_released(zoo.manifest_dir))
     wanted = {"all": extra_names(), "none": []}.get(options.extras)
     wanted = [n.strip() for n in options.extras.split(",") if n.strip()] if wanted is None else wanted
     for name in wanted:
         get_component(name)  # an unknown name fails before anything is trained
-    zoo = build_zoo(options.profile, verbose=False)
+    zoo = build_zoo(options.profile, verbose=False)  # after a rebuild: the rebuilt one
     console = Console()
     console.print(quality_table(options.profile, zoo.quality["gates"]))
     console.print(f"zoo {options.profile}: {zoo.manifest_dir} (samples.png, quality.json)")
@@ -67,6 +87,7 @@ def _evaluate(args: list[str]) -> int:
     import json
     from pathlib import Path
 
+    from hynea_pl.campaign.records import check_run_folder
     from hynea_pl.evaluation import evaluate_run
     from hynea_pl.report.compare import load_embedder, run_realism_inputs
 
@@ -79,8 +100,7 @@ def _evaluate(args: list[str]) -> int:
                              "resnet50 (ImageNet ResNet-50 from the torch cache) or none")
     parser.add_argument("--lpips-weights", default=None, help="local LPIPS backbone weights (else the torch cache)")
     options = parser.parse_args(args)
-    if not (options.run_dir / "records.jsonl").is_file():
-        raise FileNotFoundError(f"no records.jsonl in {options.run_dir}")
+    check_run_folder(options.run_dir)
     embedder = load_embedder(options.embedder, options.run_dir)
     features, reference = run_realism_inputs(options.run_dir)
     row = evaluate_run(options.run_dir, embedder=embedder, lpips_weights=options.lpips_weights,
@@ -97,6 +117,7 @@ def _compare(args: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from hynea_pl.campaign.records import check_run_folder
     from hynea_pl.report.compare import (
         compare_runs,
         display_rows,
@@ -116,8 +137,7 @@ def _compare(args: list[str]) -> int:
     parser.add_argument("--lpips-weights", default=None)
     options = parser.parse_args(args)
     for run_dir in options.run_dirs:
-        if not (run_dir / "records.jsonl").is_file():
-            raise FileNotFoundError(f"no records.jsonl in {run_dir}")
+        check_run_folder(run_dir)
     note = origins_note(options.run_dirs)
     table = compare_runs(options.run_dirs, embedder=options.embedder, lpips_weights=options.lpips_weights)
     columns, rows = display_rows(table)
@@ -138,6 +158,7 @@ def _compare(args: list[str]) -> int:
 def _report(args: list[str]) -> int:
     from pathlib import Path
 
+    from hynea_pl.campaign.records import check_run_folder
     from hynea_pl.report.build import build_report
     from hynea_pl.report.significance import MIN_PAIRS
 
@@ -160,6 +181,8 @@ def _report(args: list[str]) -> int:
     parser.add_argument("--rescore", action="store_true",
                         help="score every run again and rewrite its metrics.json (default: reuse a run's metrics.json)")
     options = parser.parse_args(args)
+    for run_dir in options.run_dirs:
+        check_run_folder(run_dir)
     out = options.out or options.run_dirs[0].parent / "report"
     report = build_report(options.run_dirs, out, embedder=options.embedder, lpips_weights=options.lpips_weights,
                           ratings=options.ratings, gallery_max=options.gallery_max, min_pairs=options.min_pairs,
@@ -320,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             print(interrupted_line("SIGTERM"), file=sys.stderr)
             return 143
         raise
-    except (ConfigMismatch, CampaignFailed) as error:  # the run folder is kept: a mismatch, or every case failed
+    except (ConfigMismatch, CampaignFailed) as error:  # the run folder is kept: a mismatch, or failed cases
         return failed(error, 1)
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         return failed(error, 2)

@@ -13,7 +13,7 @@ class ConfigMismatch(RuntimeError):
 
 
 class CampaignFailed(RuntimeError):
-    """Every case of a campaign failed; their records are kept (the command exits 1)."""
+    """A case of a campaign failed; every record, the summary and the grids are written (the command exits 1)."""
 
 
 def _callable_reason(line: str) -> str:

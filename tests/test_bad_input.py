@@ -55,9 +55,23 @@ def test_out_of_range_values_are_refused_before_any_folder(extra, expected, tiny
     assert not (tmp_path / "bad").exists(), "nothing is created before validation"
 
 
-def test_replay_of_a_folder_without_records_is_one_line(tmp_path, capsys):
-    assert main(["replay", str(tmp_path), "c1-0"]) == 2
-    assert f"no records.jsonl in {tmp_path}" in one_line_error(capsys)
+@pytest.mark.parametrize("command", [["evaluate"], ["compare"], ["report"], ["replay", "c1-0"]])
+@pytest.mark.parametrize("folder", ["missing", "empty", "no-config", "no-record"])
+def test_a_folder_that_is_no_run_folder_is_one_line(command, folder, tmp_path, capsys):
+    run = tmp_path / "run"
+    if folder != "missing":
+        run.mkdir()
+    if folder in ("no-config", "no-record"):
+        (run / "records.jsonl").write_text("" if folder == "no-record" else '{"case_id": "c1-0"}\n')
+    if folder == "no-record":
+        (run / "config.yaml").write_text("seed_everything: 0\n")
+    expected = {"missing": "no such folder", "empty": "it has no records.jsonl",
+                "no-config": "it has no config.yaml", "no-record": "its records.jsonl holds no record"}[folder]
+    assert main([command[0], str(run), *command[1:]]) == 2
+    err = one_line_error(capsys)
+    assert str(run) in err and expected in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if folder == "missing" else ["run"])
+    assert folder == "missing" or not (run / "metrics.json").exists()
 
 
 def test_rate_port_out_of_range_is_one_line(tmp_path, capsys):
@@ -72,6 +86,10 @@ def test_rate_port_out_of_range_is_one_line(tmp_path, capsys):
     (["--sut", "/nonexistent/sut.yaml"], ['"sut"', "/nonexistent/sut.yaml", "does not exist"]),
     (["--model.init_args.lr_maxx", "0.1"], ["lr_maxx", "not accepted", "did you mean 'lr_max'"]),
     (["--trainer.max_stepz", "1"], ["max_stepz", "did you mean 'trainer.max_steps'"]),
+    (["--generator.init_args.num_inference_steps", "0"], ['"num_inference_steps"', "PositiveInt", "0"]),
+    (["--model.init_args.lr_max", "-1"], ['"lr_max"', "PositiveFloat", "-1"]),
+    (["--model.init_args.pct_start", "2"], ['"pct_start"', "OpenUnitInterval", "2"]),
+    (["--model.init_args.attempts", "0"], ['"attempts"', "PositiveInt"]),
 ])
 def test_the_parser_reason_is_kept(args, expected, tmp_path, capsys):
     assert main(["fit", "--config", "configs/mnist.yaml", "--output.root", str(tmp_path), *args]) == 2

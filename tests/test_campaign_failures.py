@@ -61,11 +61,14 @@ def test_a_truncation_probe_on_a_detection_config_is_refused_before_any_case(tmp
 
 
 @pytest.mark.slow
-def test_a_case_whose_module_build_raises_is_recorded_and_the_next_case_runs(tiny_zoo, tmp_path):
+def test_a_case_whose_module_build_raises_is_recorded_and_the_next_case_runs(tiny_zoo, tmp_path, capsys):
     args = tiny("configs/mnist.yaml", tmp_path, "flaky", *TINY_REFERENCE, "--cases.classes", "[1, 7]",
                 "--model", "tiny_components.FailingBuildHyNeA", "--model.init_args.token", str(tmp_path),
                 "--output.method", "hynea")
-    assert main(args) == 0  # one case failed, the other ran: the campaign succeeds
+    assert main(args) == 1  # one case failed, the other ran: everything is written, and the exit code says so
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: 1 of 2 cases failed; first error: RuntimeError: module build 2 failed"), last
+    assert (tmp_path / "flaky" / "summary.json").is_file()
     first, second = read_records(tmp_path / "flaky" / "records.jsonl")
     assert first.case_id == "c1-0" and "module build 2 failed on purpose" in first.error
     assert first.sut_evals == 0 and first.result_image is None

@@ -184,10 +184,11 @@ def test_debug_prints_the_traceback_of_a_failing_command_and_plain_runs_print_on
 
     assert main(["evaluate", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: no records.jsonl in {tmp_path / 'nothing'}"]
+    assert err == [f"error: {tmp_path / 'nothing'}: no such folder (a run folder, as fit writes it)"]
     assert main(["--debug", "evaluate", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last)") and "in _evaluate" in err
-    assert err.rstrip().splitlines()[-1] == f"error: no records.jsonl in {tmp_path / 'nothing'}"
+    missing = f"error: {tmp_path / 'nothing'}: no such folder (a run folder, as fit writes it)"
+    assert err.rstrip().splitlines()[-1] == missing
     assert main(["evaluate", str(tmp_path / "nothing")]) == 2 and not errors.DEBUG  # one call's flag only
     assert "Traceback" not in capsys.readouterr().err

@@ -86,7 +86,7 @@ def test_compare_writes_one_row_per_method_with_hynea_ratios(method_runs, capsys
 
 def test_compare_names_a_missing_run(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "nope")]) == 2
-    assert "no records.jsonl" in capsys.readouterr().err
+    assert "nope: no such folder" in capsys.readouterr().err
 
 
 @pytest.mark.slow

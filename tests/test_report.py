@@ -245,8 +245,7 @@ def crafted_run(root: Path, method: str, n: int, seed: int, lr_min: float | None
                             ms_ssim=float(rng.uniform(0.3, 0.9)), origin_pred=logits, result_pred=logits,
                             target=(i + 1) % 10, **paths))
     write_records(root / "records.jsonl", records)
-    if lr_min is not None:
-        write_config(root, lr_min)
+    write_config(root, lr_min)
     return root
 
 
@@ -323,7 +322,7 @@ def test_report_without_ratings_or_sweep_says_what_is_missing(tmp_path):
 
 def test_report_names_a_missing_run_or_ratings_file(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
-    assert "no records.jsonl" in capsys.readouterr().err
+    assert "nope: no such folder" in capsys.readouterr().err
     run = crafted_run(tmp_path / "hynea", "hynea", 2, 0)
     assert main(["report", str(run), "--ratings", str(tmp_path / "ratings.jsonl")]) == 2
     assert "ratings file not found" in capsys.readouterr().err and not (tmp_path / "report").exists()

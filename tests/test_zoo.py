@@ -32,16 +32,25 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
     assert not list(tiny_zoo.manifest_dir.parent.glob("*.partial-*"))
 
 
-def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_close_to_theirs(tmp_path, monkeypatch):
-    """The one test that trains the tiny base zoo: the cache folders the fixed zoo keeps (tests/data/tiny_zoo), and
-    gates near its. Training rounds differently on each CPU, so the trained gates are compared loosely; the k-NN judge
-    trains nothing, so its accuracy is nearly exact."""
+def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_close_to_theirs(
+        tmp_path, monkeypatch, capsys):
+    """The one test that trains the tiny base zoo, as ``zoo build --rebuild`` does (whatever the cache and the released
+    weights hold): the cache folders the fixed zoo keeps (tests/data/tiny_zoo), gates near its, and the table that
+    compares them (the fixed zoo standing for the released one). Training rounds differently on each CPU, so the
+    trained gates are compared loosely; the k-NN judge trains nothing, so its accuracy is nearly exact."""
     from offline_guard import network_blocked
     from tiny_zoo import COMMITTED, folders
 
+    from hynea_pl.cli import main
+    from hynea_pl.zoo import released
+
     monkeypatch.setenv("HYNEA_PL_CACHE", str(tmp_path))
+    monkeypatch.setattr(released, "RELEASED", COMMITTED / "zoo")
     with network_blocked():
-        zoo = build_zoo("tiny", verbose=False)
+        assert main(["zoo", "build", "--profile", "tiny", "--extras", "none", "--rebuild"]) == 0
+    out = capsys.readouterr().out
+    zoo = build_zoo("tiny", verbose=False)
+    assert f"{zoo.manifest_dir.name}: rebuilt vs released" in out and "sut_accuracy" in out
     assert sorted(p.name for p in (tmp_path / "zoo").iterdir()) == sorted(folders(["zoo"]))
     kept = json.loads((COMMITTED / "zoo" / zoo.manifest_dir.name / "quality.json").read_text())["gates"]
     trained = {gate["name"]: gate["value"] for gate in zoo.quality["gates"]}

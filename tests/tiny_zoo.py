@@ -39,16 +39,9 @@ class StaleTinyZoo(RuntimeError):
 def folders(names: Iterable[str]) -> list[str]:
     """The cache folders (names inside ``zoo/``) of the tiny profile's components ``names``: entries and manifests
     (a bundle: its members' entries and its manifest)."""
-    from hynea_pl.zoo.registry import component_paths, get_component
+    from hynea_pl.zoo.registry import cache_folders
 
-    out: list[str] = []
-    for name in names:
-        component = get_component(name)
-        members = component.depends if component.is_bundle else (name,)
-        for member in members:
-            out.append(component_paths("tiny", member)[0].name)
-        out.append(component_paths("tiny", name)[1].name)
-    return list(dict.fromkeys(out))
+    return [folder.name for folder in cache_folders("tiny", names)]
 
 
 def install(cache: Path | str, names: Iterable[str] = KEPT) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import resource
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -69,6 +71,13 @@ def finished(method: str, run_name: str, summary: dict, path: Path) -> None:
     written = [name for name in ("records.jsonl", "summary.json", "grid.png", "cases/")
                if (path / name.rstrip("/")).exists() and (name != "cases/" or any((path / "cases").iterdir()))]
     console.print(f"outputs: {path}/ ({', '.join(written)})" if written else f"no case was recorded in {path}/")
+    console.print(f"peak memory: {peak_memory_gb():.1f} GB (this process)")
 
 
-__all__ = ["case_done", "console", "describe", "finished", "resuming", "status"]
+def peak_memory_gb() -> float:
+    """This process's peak resident memory so far, in GB (``ru_maxrss``: kilobytes on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1e9 if sys.platform == "darwin" else 1e6)
+
+
+__all__ = ["case_done", "console", "describe", "finished", "peak_memory_gb", "resuming", "status"]

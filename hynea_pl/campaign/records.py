@@ -34,6 +34,23 @@ TEST_IMAGES_FILE = "test_images.json"
 ERRORS_DIR = "errors"
 
 CONFIG_FILE = "config.yaml"
+RECORDS_FILE = "records.jsonl"
+
+
+def check_run_folder(path: str | Path) -> Path:
+    """``path`` when it is a run folder (what ``fit`` writes: a ``config.yaml`` and a ``records.jsonl`` with at least
+    one record), else one line naming the folder and what it lacks (``evaluate``, ``compare``, ``report`` and
+    ``replay`` read only run folders)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such folder (a run folder, as fit writes it)")
+    for name in (RECORDS_FILE, CONFIG_FILE):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"{path} is no run folder: it has no {name}")
+    with open(path / RECORDS_FILE, encoding="utf-8") as stream:
+        if not any(line.strip() for line in stream):
+            raise ValueError(f"{path} is no run folder yet: its {RECORDS_FILE} holds no record")
+    return path
 
 
 def difference_image(origin: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
@@ -70,7 +87,7 @@ class RunFolder:
         self.path = Path(root) / name
         self.cases_dir = self.path / "cases"
         self.cases_dir.mkdir(parents=True, exist_ok=True)
-        self.records_path = self.path / "records.jsonl"
+        self.records_path = self.path / RECORDS_FILE
         self.append_path = self.records_path if rank is None else self.path / f"records.rank-{rank}.jsonl"
         global _OPENED
         _OPENED = self

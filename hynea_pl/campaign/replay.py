@@ -13,7 +13,7 @@ from torchvision.utils import save_image
 from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import quiet_lightning_info
-from hynea_pl.campaign.records import CONFIG_FILE, load_origin_noise
+from hynea_pl.campaign.records import CONFIG_FILE, RECORDS_FILE, check_run_folder, load_origin_noise
 from hynea_pl.images import as_saved, check_run_image, load_image
 from hynea_pl.schema import CaseRecord, read_records
 from hynea_pl.zoo.cache import current_class_paths
@@ -41,11 +41,9 @@ class ReplayResult:
 
 def find_record(run_dir: Path, case_id: str) -> CaseRecord:
     """The record of ``case_id`` in a run folder, if it saved an adapter (one-line errors otherwise)."""
-    if not (run_dir / "records.jsonl").is_file():
-        raise FileNotFoundError(f"no records.jsonl in {run_dir}: replay needs a run folder")
-    records = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
+    records = {r.case_id: r for r in read_records(check_run_folder(run_dir) / RECORDS_FILE)}
     if case_id not in records:
-        raise ValueError(f"no case {case_id!r} in {run_dir / 'records.jsonl'} (cases: {', '.join(sorted(records))})")
+        raise ValueError(f"no case {case_id!r} in {run_dir / RECORDS_FILE} (cases: {', '.join(sorted(records))})")
     record = records[case_id]
     if record.adapter is None:
         raise ValueError(f"case {case_id} has no saved adapter: run it with --model.init_args.save_adapters true "
@@ -59,8 +57,6 @@ def replay_case(run_dir: Path | str, case_id: str) -> ReplayResult:
     run_dir = Path(run_dir)
     record = find_record(run_dir, case_id)
     config = run_dir / CONFIG_FILE
-    if not config.is_file():
-        raise FileNotFoundError(f"no {CONFIG_FILE} in {run_dir}: replay needs the run's config")
     quiet_lightning_info()
     text = config.read_text()
     current = current_class_paths(text)  # a run written before a class moved names its old path

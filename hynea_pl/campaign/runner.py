@@ -205,7 +205,8 @@ def run_campaign(campaign: Campaign, on_records: RecordsHook | None = None) -> d
     folder exists. A rerun into an existing folder must have its config (:func:`check_resumable`); its failed
     cases are run again.
 
-    Raises :class:`CampaignFailed` (after writing the summary) when every case run here failed.
+    Raises :class:`CampaignFailed` (after writing the summary and the grids) when a case run here failed, naming
+    how many: the command exits 1. A case without a valid origin counts only when no case ran.
     """
     if not campaign.validated:
         campaign.validate()
@@ -262,8 +263,12 @@ def run_campaign(campaign: Campaign, on_records: RecordsHook | None = None) -> d
     track_campaign(campaign.trainer, output.name, records, folder.path, summary)
     console.finished(output.method, output.name, summary, folder.path)
     ran = [r for r in records if r.case_id in {case.case_id for case in todo}]
-    if ran and all(r.error for r in ran):
-        raise CampaignFailed(f"every case failed ({len(ran)}/{len(ran)}); first error: {ran[0].error}")
+    errors = [r for r in ran if r.error]
+    failed = errors if len(errors) == len(ran) else [r for r in errors if r.is_case]  # no origin: no failure alone
+    if failed:
+        count = (f"every case failed ({len(ran)}/{len(ran)})" if len(failed) == len(ran)
+                 else f"{len(failed)} of {len(ran)} cases failed")
+        raise CampaignFailed(f"{count}; first error: {failed[0].error}")
     return summary
 
 

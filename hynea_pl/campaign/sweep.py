@@ -113,7 +113,7 @@ def run_sweep(config: Path | str, settings: Sequence[LRSetting], out: Path | str
               on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run ``fit --config config *overrides`` once per setting into ``out/<setting.name>`` (an existing folder is
     resumed) and return one row per setting: ``lr_min``, ``lr_max``, ``run``, ``resumed``, the :data:`ROW_KEYS` of
-    its summary and ``error`` (a campaign in which every case failed; the sweep goes on)."""
+    its summary and ``error`` (a campaign with a failed case: its line; the sweep goes on)."""
     if fit is None:  # the command line's sweep passes a fit that also draws the grids
         from hynea_pl.campaign.fit import fit
     check_overrides(overrides)

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 from diffusers import DDIMScheduler
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
@@ -85,9 +86,9 @@ class DiffusionGenerator(Generator):
         denoiser: nn.Module,
         vae: nn.Module,
         scheduler: Any | None = None,
-        num_inference_steps: int = 20,
-        guidance_scale: float = 1.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 20,
+        guidance_scale: NonNegativeFloat = 1.0,
+        eta: ClosedUnitInterval = 0.0,
         **memory: Any,
     ) -> None:
         super().__init__()

@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 import torch
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 
 from hynea_pl.generators.ldm import LatentDiffusionGenerator
 from hynea_pl.paths import resolve_path
@@ -36,9 +37,9 @@ class ClassConditionalLDM(LatentDiffusionGenerator):
     def __init__(
         self,
         pretrained: str = "zoo://full/ldm",
-        num_inference_steps: int = 20,
-        guidance_scale: float = 3.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 20,
+        guidance_scale: NonNegativeFloat = 3.0,
+        eta: ClosedUnitInterval = 0.0,
         dtype: str = "float32",
         **memory: Any,
     ) -> None:

@@ -40,6 +40,7 @@ import diffusers
 import torch
 import torch.nn.functional as F
 from diffusers import AutoencoderKL, DiTTransformer2DModel
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 from torch import Tensor, nn
 
 from hynea_pl.generators.base import DiffusionGenerator
@@ -80,9 +81,9 @@ class TransformerGenerator(DiffusionGenerator):
         null_class: int | None,
         scheduler: Any | None = None,
         hypernet_blocks: int = 8,
-        num_inference_steps: int = 50,
-        guidance_scale: float = 4.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 50,
+        guidance_scale: NonNegativeFloat = 4.0,
+        eta: ClosedUnitInterval = 0.0,
         **memory: Any,
     ) -> None:
         super().__init__(transformer, vae, scheduler=scheduler, num_inference_steps=num_inference_steps,
@@ -235,9 +236,9 @@ class DiTGenerator(TransformerGenerator):
         pretrained: str = "facebook/DiT-XL-2-256",
         vae: str | None = None,
         scheduler: str = "DDIMScheduler",
-        num_inference_steps: int = 50,
-        guidance_scale: float = 4.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 50,
+        guidance_scale: NonNegativeFloat = 4.0,
+        eta: ClosedUnitInterval = 0.0,
         dtype: str = "float32",
         hypernet_blocks: int = 8,
         **memory: Any,

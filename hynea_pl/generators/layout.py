@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 from torch import Tensor
 
 from hynea_pl.generators.class_conditional import ClassConditionalLDM
@@ -73,9 +74,9 @@ class LayoutSceneGenerator(ClassConditionalLDM):
     def __init__(
         self,
         pretrained: str = "zoo://full/layout_scenes",
-        num_inference_steps: int = 20,
-        guidance_scale: float = 3.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 20,
+        guidance_scale: NonNegativeFloat = 3.0,
+        eta: ClosedUnitInterval = 0.0,
         dtype: str = "float32",
         **memory: Any,
     ) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 from torch import Tensor, nn
 
 from hynea_pl.generators.base import DiffusionGenerator
@@ -48,9 +49,9 @@ class LatentDiffusionGenerator(DiffusionGenerator):
         vae: AutoencoderKL,
         scheduler: Any | None = None,
         condition_encoder: nn.Module | None = None,
-        num_inference_steps: int = 20,
-        guidance_scale: float = 3.0,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 20,
+        guidance_scale: NonNegativeFloat = 3.0,
+        eta: ClosedUnitInterval = 0.0,
         **memory: Any,
     ) -> None:
         super().__init__(unet, vae, scheduler=scheduler, num_inference_steps=num_inference_steps,

@@ -28,6 +28,7 @@ from diffusers import (
     UNet2DConditionModel,
 )
 from diffusers.image_processor import VaeImageProcessor
+from jsonargparse.typing import ClosedUnitInterval, NonNegativeFloat, PositiveInt
 from torch import Tensor, nn
 
 from hynea_pl.generators.hub import checkpoint_key, load_pretrained, require_subfolders
@@ -71,9 +72,9 @@ class TextConditionalGenerator(LatentDiffusionGenerator):
         controlnet: ControlNetModel | None = None,
         control_image: Any = None,
         controlnet_scale: float = 1.0,
-        num_inference_steps: int = 25,
-        guidance_scale: float = 7.5,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 25,
+        guidance_scale: NonNegativeFloat = 7.5,
+        eta: ClosedUnitInterval = 0.0,
         **memory: Any,
     ) -> None:
         if (controlnet is None) != (control_image is None):
@@ -272,9 +273,9 @@ class StableDiffusionGenerator(TextConditionalGenerator):
         pretrained: str = "stable-diffusion-v1-5/stable-diffusion-v1-5",
         prompt: str = "",
         negative_prompt: str = "",
-        num_inference_steps: int = 25,
-        guidance_scale: float = 7.5,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 25,
+        guidance_scale: NonNegativeFloat = 7.5,
+        eta: ClosedUnitInterval = 0.0,
         scheduler: Literal["ddim", "dpm"] = "ddim",
         dtype: Literal["float32", "bfloat16", "float16"] = "float32",
         variant: str | None = None,

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from diffusers import DDIMScheduler, UNet2DModel, VQModel
+from jsonargparse.typing import ClosedUnitInterval, PositiveInt
 from torch import Tensor, nn
 
 from hynea_pl.generators.base import DiffusionGenerator
@@ -62,8 +63,8 @@ class UNet2DGenerator(DiffusionGenerator):
         unet: UNet2DModel,
         vqvae: VQModel,
         scheduler: Any | None = None,
-        num_inference_steps: int = 100,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 100,
+        eta: ClosedUnitInterval = 0.0,
         quantize: bool = True,
         scaling_factor: float | None = None,
         **memory: Any,
@@ -223,8 +224,8 @@ class UnconditionalLDM(UNet2DGenerator):
     def __init__(
         self,
         pretrained: str = "CompVis/ldm-celebahq-256",
-        num_inference_steps: int = 100,
-        eta: float = 0.0,
+        num_inference_steps: PositiveInt = 100,
+        eta: ClosedUnitInterval = 0.0,
         dtype: str = "float32",
         quantize: bool = True,
         scaling_factor: float | None = None,

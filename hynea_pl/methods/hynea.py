@@ -5,6 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from jsonargparse.typing import (
+    ClosedUnitInterval,
+    NonNegativeFloat,
+    NonNegativeInt,
+    OpenUnitInterval,
+    PositiveFloat,
+    PositiveInt,
+)
 from torch.utils.data import DataLoader
 
 from hynea_pl.generators import HYPERNET_ADAPTER, DiffusionGenerator, require
@@ -98,26 +106,26 @@ class HyNeACase(TestCaseModule):
         origin_class: int | None = 0,
         seed: int = 0,
         target: int | None = None,
-        lr_min: float = 1e-4,
-        lr_max: float = 1e-3,
-        total_steps: int | None = None,
-        pct_start: float = 0.3,
-        weight_decay: float = 1e-2,
+        lr_min: PositiveFloat = 1e-4,
+        lr_max: PositiveFloat = 1e-3,
+        total_steps: PositiveInt | None = None,
+        pct_start: OpenUnitInterval = 0.3,
+        weight_decay: NonNegativeFloat = 1e-2,
         normalize_behaviour: bool = True,
         reference: SUT | None = None,
-        reference_weight: float = 0.0,
+        reference_weight: NonNegativeFloat = 0.0,
         stop_on: str = "target",
-        stop_margin: float = 0.0,
-        stop_margin_ratio: float = 0.0,
-        margin_weight: float = 0.0,
+        stop_margin: NonNegativeFloat = 0.0,
+        stop_margin_ratio: NonNegativeFloat = 0.0,
+        margin_weight: NonNegativeFloat = 0.0,
         reference_stop: bool = True,
-        reference_margin: float = 0.0,
+        reference_margin: ClosedUnitInterval = 0.0,
         reference_views: bool = False,
         acceptance: AcceptanceTest | None = None,
-        attempts: int = 1,
-        retry_lr_scale: float = 0.5,
-        attempt: int = 0,
-        prior_weight: float = 0.0,
+        attempts: PositiveInt = 1,
+        retry_lr_scale: PositiveFloat = 0.5,
+        attempt: NonNegativeInt = 0,
+        prior_weight: NonNegativeFloat = 0.0,
         prior_timesteps: tuple[float, float] = (0.2, 0.6),
         save_adapters: bool = False,
     ) -> None:

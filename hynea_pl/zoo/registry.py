@@ -62,7 +62,7 @@ from __future__ import annotations
 import importlib
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -72,6 +72,7 @@ from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
 from hynea_pl.zoo.mnist.profiles import ZooProfile, get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
+from hynea_pl.zoo.released import install_released
 
 #: The bundle of the MNIST demo's components (the "base zoo"), defined with them in :data:`BASE_MODULE`.
 BASE_ZOO = "zoo"
@@ -267,16 +268,16 @@ def _timed_entry(path: Path, build: Callable[[Path], object]) -> None:
         (staging / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - start}))
 
 
-def _train_member(profile: ZooProfile, name: str, members: dict[str, Path], verbose: bool) -> None:
+def _train_member(profile: ZooProfile, name: str, members: dict[str, Path], verbose: bool, released: bool) -> None:
     """Train bundle member ``name`` when missing, after the members it depends on."""
     component = get_component(name)
     deps = {}
     for dep in component.depends:
         if dep in members:
-            _train_member(profile, dep, members, verbose)
+            _train_member(profile, dep, members, verbose, released)
             deps[dep] = members[dep]
         else:
-            deps[dep] = build_component(profile, dep, verbose=verbose).entry
+            deps[dep] = build_component(profile, dep, verbose=verbose, released=released).entry
     if not is_complete(members[name]):
         cfg = _per_profile(component.train_configs, component, profile, "train config")
         context = BuildContext(profile, deps)
@@ -316,9 +317,22 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
         )
 
 
-def build_component(profile: ZooProfile | str, name: str, verbose: bool = True) -> Built:
+def cache_folders(profile: ZooProfile | str, names: Iterable[str]) -> list[Path]:
+    """The cache folders of components ``names`` in ``profile``: entries and quality manifests (a bundle: its members'
+    entries and its manifest), in build order, each once."""
+    out: list[Path] = []
+    for name in names:
+        component = get_component(name)
+        for member in component.depends if component.is_bundle else (name,):
+            out.append(component_paths(profile, member)[0])
+        out.append(component_paths(profile, name)[1])
+    return list(dict.fromkeys(out))
+
+
+def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, released: bool = True) -> Built:
     """Build what is missing of component ``name`` (a member: of its bundle) and of what it depends on, then measure
-    and store its gates.
+    and store its gates. A missing folder the package releases (:mod:`hynea_pl.zoo.released`) is installed, not
+    trained, unless ``released`` is ``False``.
 
     Prints the quality table after a build when ``verbose`` (always when a gate is missed); nothing when cached.
     Raises :class:`ZooQualityError` on a missed fatal gate, leaving no manifest.
@@ -326,7 +340,7 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True) 
     profile = _profile(profile)
     component = get_component(name)
     if component.part_of:
-        bundle = build_component(profile, component.part_of, verbose=verbose)
+        bundle = build_component(profile, component.part_of, verbose=verbose, released=released)
         return Built(name, profile.name, bundle.entries[name], bundle.manifest, bundle.entries)
     entry, manifest = component_paths(profile, name)
     if component.is_bundle:
@@ -334,20 +348,23 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True) 
     else:
         covered = {name: entry}
     built = Built(name, profile.name, entry, manifest, covered)
+    for path in (*covered.values(), manifest) if released else ():
+        if not is_complete(path):
+            install_released(path)
     if is_complete(manifest) and all(is_complete(path) for path in covered.values()):
         return built
     if component.is_bundle:
         for member in component.depends:
-            _train_member(profile, member, covered, verbose)
+            _train_member(profile, member, covered, verbose, released)
         context = BuildContext(profile, covered)
     else:
-        context = BuildContext(profile, {dep: build_component(profile, dep, verbose=verbose).entry
+        context = BuildContext(profile, {dep: build_component(profile, dep, verbose=verbose, released=released).entry
                                          for dep in component.depends})
         if not is_complete(entry):
             cfg = _per_profile(component.train_configs, component, profile, "train config")
             _timed_entry(entry, lambda out: component.train(cfg, context, out))
     for other in component.gated_by:
-        context.deps[other] = build_component(profile, other, verbose=verbose).entry
+        context.deps[other] = build_component(profile, other, verbose=verbose, released=released).entry
     _measure(profile, component, built, context, verbose)
     return built
 
@@ -376,6 +393,6 @@ def resolve_zoo_uri(uri: str) -> Path:
 
 __all__ = [
     "BASE_MODULE", "BASE_ZOO", "EXTRA_MODULES", "BuildContext", "Built", "Component", "build_component",
-    "component_names", "component_paths", "extra_names", "get_component", "load_component", "register_component",
+    "cache_folders", "component_names", "component_paths", "extra_names", "get_component", "load_component", "register_component",
     "resolve_zoo_uri",
 ]

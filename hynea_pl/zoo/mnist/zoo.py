@@ -104,17 +104,18 @@ def entry_paths(profile: ZooProfile) -> tuple[dict[str, Path], Path]:
     return entries, component_paths(profile, BASE_ZOO)[1]
 
 
-def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True) -> Zoo:
+def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True, released: bool = True) -> Zoo:
     """Build every missing component of ``profile`` (showing each one's training progress), then measure and
     store its quality gates; ``verbose`` prints the quality table after a build (it is always printed when a
-    gate is missed). Nothing is printed when the profile is already cached.
+    gate is missed). Nothing is printed when the profile is already cached. The released profile (the package's
+    weights, :mod:`hynea_pl.zoo.released`) is installed instead of trained unless ``released`` is ``False``.
 
     Raises :class:`~hynea_pl.zoo.quality.ZooQualityError` when a model-quality gate is missed, leaving no manifest,
     so the zoo is never loaded as valid. The build time is a budget: measured, stored and shown (``over budget``
     plus a one-line warning when missed), never fatal.
     """
     profile = get_profile(profile) if isinstance(profile, str) else profile
-    built = build_component(profile, BASE_ZOO, verbose=verbose)
+    built = build_component(profile, BASE_ZOO, verbose=verbose, released=released)
     return Zoo(profile, built.entries, built.manifest)
 
 
