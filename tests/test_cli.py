@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,8 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     assert not list(tmp_path.rglob("*.ckpt")) and not list(Path.cwd().glob("lightning_logs/*/checkpoints")), "no ckpt"
     out = capsys.readouterr().out
     assert "misclassification_rate" in out and "[2/2] c7-0" in out
+    peak = re.search(r"peak memory: (\d+\.\d) GB \(this process\)", out)
+    assert peak and 0.1 < float(peak.group(1)) < 64, out[-300:]  # the closing lines show the process's peak
 
     # re-scoring the run gives the figures the run printed
     assert main(["evaluate", str(run), "--embedder", "zoo://tiny"]) == 0
