@@ -181,9 +181,10 @@ def check_verdict_independent(method_models: dict[str, torch.nn.Module], oracle:
     A judge of the SUT's family only gets a warning: it would count fewer failures, never more."""
     verdict_data = model_data(oracle) | model_data(realism)
     judges = model_families(oracle) if oracle is not None else set()
+    judge_weights = _weight_digests(oracle) if oracle is not None and method_models else set()
     for name, model in method_models.items():
         role = f"model.init_args.{name}"
-        if oracle is not None and _weight_digests(oracle) & _weight_digests(model):
+        if judge_weights & _weight_digests(model):
             raise ValueError(f"the oracle is the {role} that steers or checks the search: a model that steers or "
                              "checks a search must never judge it (give the oracle other members or another model)")
         shared = sorted(judges & model_families(model))
