@@ -159,14 +159,13 @@ def test_sigkill_at_three_random_points_then_resume_gives_every_case_once(batch_
     different number of processes; the final records are exactly the planned cases, once each, with the results
     of an uninterrupted run (one case at a time). With ``cases.batch_size 4`` the cases adapt in batches (cases that
     end at once are written together), and the results are those of the uninterrupted run within float tolerance."""
-    one_run = ("--model.init_args.attempts", "1") if batch_size > 1 else ()  # a batch runs each case once
-    finish(fit_process(tiny_args(tmp_path, "reference", *SIX_CASES, *one_run), tiny_zoo_cache))
+    finish(fit_process(tiny_args(tmp_path, "reference", *SIX_CASES), tiny_zoo_cache))
     reference = by_case(read_records(tmp_path / "reference"))
     run = tmp_path / "killed"
     rng = random.Random(2026)
     kills = 0
     for attempt, devices in enumerate(("2", "1", "2", "1")):
-        process = fit_process(tiny_args(tmp_path, "killed", *SIX_CASES, *one_run, "--trainer.accelerator", "cpu",
+        process = fit_process(tiny_args(tmp_path, "killed", *SIX_CASES, "--trainer.accelerator", "cpu",
                                         "--trainer.devices", devices, "--cases.batch_size", str(batch_size)),
                               tiny_zoo_cache)
         if attempt == 3:  # the last start runs to the end

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 
@@ -36,14 +36,21 @@ Done = Callable[[CaseRecord], None]
 class CaseRun:
     """One case from its record's creation to its write, in the single and the batched case loop alike.
 
-    :meth:`start` creates the record (a case without an origin is written at once: ``None``), :meth:`seed` seeds
-    each run of the case, :meth:`finish` records the error that ended it (if any), its runtime and what its module
-    returned (:func:`~hynea_pl.campaign.outcome.finish_record`), writes the record and hands it to ``done``."""
+    :meth:`start` creates the record (a case without an origin is written at once: ``None``). A method may run a
+    case more than once within its budget (:meth:`TestCaseModule.next_attempt`): :meth:`build` seeds and builds each
+    run, starting from the evaluations spent so far (so the budget holds across runs), and :meth:`ended` notes a run
+    that ended, keeps the best result so far (:func:`attempt_rank`) and says whether another run follows.
+    :meth:`finish` records the error that ended the case (if any), its runtime and the kept run's result
+    (:func:`~hynea_pl.campaign.outcome.finish_record`, with every run's evaluations in ``diagnostics.attempts``),
+    writes the record and hands it to ``done``."""
 
     def __init__(self, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> None:
         self.campaign, self.case, self.folder, self.done = campaign, case, folder, done
         self.record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
         self.started = time.perf_counter()
+        self.attempts: list[dict] = []
+        self.kept: TestCaseModule | None = None
+        self.spent = self.steps = 0
 
     @classmethod
     def start(cls, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> CaseRun | None:
@@ -55,16 +62,40 @@ class CaseRun:
         done(run.record)
         return None
 
-    def seed(self, attempt: int = 0) -> None:
-        """Each run draws from its own seed (the first from the case's): no state carries from case to case."""
-        L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * attempt, verbose=False)
+    def build(self, **overrides: Any) -> TestCaseModule:
+        """The case's next run: each run draws from its own seed (the first from the case's: no state carries from
+        case to case) and starts from the evaluations the case spent."""
+        L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * len(self.attempts), verbose=False)
+        model = self.campaign.build_module(self.case, **overrides)
+        model.sut_evals = self.spent  # the budget counts the case's evaluations over all its runs
+        return model
 
-    def finish(self, model: TestCaseModule | None, steps: int, error: BaseException | None = None,
-               attempts: list[dict] | None = None) -> None:
-        if error is not None:
+    def ended(self, model: TestCaseModule, steps: int) -> dict | None:
+        """Note a run that ended without an error after ``steps`` steps; the next run's arguments, or ``None`` when
+        the case is done (found, no runs left, or no budget for one more step)."""
+        self.steps += steps
+        self.attempts.append({**model.attempt_summary(), "sut_evals": int(model.sut_evals) - self.spent,
+                              "steps": steps, "stop_reason": model.stop_reason})
+        self.spent = int(model.sut_evals)
+        if self.kept is None or attempt_rank(model, self.campaign) > attempt_rank(self.kept, self.campaign):
+            self.kept = model
+        overrides = model.next_attempt()
+        if overrides is not None and self.spent + model.evals_per_step > self.campaign.budget:
+            return None
+        return overrides
+
+    def finish(self, model: TestCaseModule | None = None, error: BaseException | None = None, steps: int = 0) -> None:
+        """Write the record: the kept run's result, or, for an ``error``, that of ``model``, the run it ended after
+        ``steps`` steps."""
+        if error is None:
+            model = self.kept
+        else:
             self.record.error = case_error(error, self.record, self.folder)
+        if model is not None:
+            model.sut_evals = max(self.spent, int(model.sut_evals))
         self.record.runtime_s = time.perf_counter() - self.started
-        finish_record(self.campaign, self.record, model, steps, self.folder, attempts)
+        attempts = self.attempts if len(self.attempts) > 1 else None
+        finish_record(self.campaign, self.record, model, self.steps + steps, self.folder, attempts)
         self.done(self.record)
 
 
@@ -91,74 +122,66 @@ def attempt_rank(model: TestCaseModule, campaign: Campaign) -> tuple[bool, bool]
 
 
 def run_case(campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> None:
-    """Build and fit one test case and write its record; any failure (build, NaN, OOM, ...) is recorded.
-
-    A method may run a case more than once within its budget (:meth:`TestCaseModule.next_attempt`): each run is a
-    fresh module and Trainer (with the campaign's case callbacks) that starts from the evaluations spent so far, so
-    the budget holds across runs. The record keeps the best run's result (found, else flipped, else the first) and
-    every run's evaluations (``diagnostics.attempts``)."""
+    """Build and fit one test case and write its record; any failure (build, NaN, OOM, ...) is recorded. Each run
+    of the case (:class:`CaseRun`) is a fresh module and Trainer with the campaign's case callbacks."""
     run = CaseRun.start(campaign, case, folder, done)
     if run is None:
         return
     model: TestCaseModule | None = None
-    kept: TestCaseModule | None = None
-    failure: Exception | None = None
-    attempts: list[dict] = []
-    spent = steps = 0
     try:
         overrides: dict | None = {}
         while overrides is not None:
-            run.seed(len(attempts))
-            model = campaign.build_module(case, **overrides)
-            model.sut_evals = spent  # the budget callback counts the case's evaluations over all its runs
+            model = run.build(**overrides)
             kwargs = campaign.trainer_kwargs(case)
             kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *campaign.case_callbacks()]
             trainer = L.Trainer(**kwargs)
             guarded_fit(trainer, model)
-            steps += trainer.global_step
-            attempts.append({**model.attempt_summary(), "sut_evals": int(model.sut_evals) - spent,
-                             "steps": trainer.global_step, "stop_reason": model.stop_reason})
-            spent = int(model.sut_evals)
-            if kept is None or attempt_rank(model, campaign) > attempt_rank(kept, campaign):
-                kept = model
-            overrides = model.next_attempt()
-            if overrides is not None and spent + model.evals_per_step > campaign.budget:
-                overrides = None
-        model = kept
+            overrides = run.ended(model, trainer.global_step)
     except Exception as error:  # a failing case is recorded, the campaign goes on
-        failure = error
-    if model is not None:
-        model.sut_evals = max(spent, int(model.sut_evals))
-    run.finish(model, steps, failure, attempts if len(attempts) > 1 else None)
+        run.finish(model, error)
+        return
+    run.finish()
 
 
 def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: RunFolder, done: Done) -> None:
     """Run ``cases`` ``cases.batch_size`` at a time in the method's batched module; each case's record is written
-    (as by :func:`run_case`) the moment it leaves its slot, in the order the cases end. A case is built and set up
-    (its origin, target and fresh weights, seeded as at batch size 1) when it takes a slot; one that fails there is
-    recorded at once. A failure of the batch's shared step ends the cases then in the batch with that error, and the
-    remaining cases go on in a fresh module and Trainer."""
+    (as by :func:`run_case`) the moment it leaves its slot for good, in the order the cases end. Each run of a case
+    (:class:`CaseRun`: its origin, target and fresh weights, seeded as at batch size 1) is built and set up when it
+    takes a slot; a case whose run ends without its result and with runs and budget left takes the next free slot
+    again, before the next planned case. One that fails there is recorded at once. A failure of the batch's shared
+    step ends the cases then in the batch with that error, and the remaining cases go on in a fresh module and
+    Trainer."""
     planned: Iterator[TestCase] = iter(cases)
     runs: dict[int, CaseRun] = {}  # id(module) -> the run of each case in a slot
+    again: list[TestCaseModule] = []  # the next runs of cases that left their slot without their result
+
+    def set_up(run: CaseRun, **overrides: Any) -> TestCaseModule | None:
+        model: TestCaseModule | None = None
+        try:
+            model = run.build(**overrides)
+            model.setup("fit")
+        except Exception as error:  # a failing case is recorded, the campaign goes on
+            run.finish(model, error)
+            return None
+        runs[id(model)] = run
+        return model
 
     def write(model: TestCaseModule, steps: int, error: BaseException | None) -> None:
-        runs.pop(id(model)).finish(model, steps, error)
+        run = runs.pop(id(model))
+        if error is not None:
+            run.finish(model, error, steps)
+        elif (overrides := run.ended(model, steps)) is None:
+            run.finish()
+        elif (model := set_up(run, **overrides)) is not None:
+            again.append(model)
 
     def next_case() -> TestCaseModule | None:
+        if again:
+            return again.pop(0)
         for case in planned:
             run = CaseRun.start(campaign, case, folder, done)
-            if run is None:
-                continue
-            model: TestCaseModule | None = None
-            try:
-                run.seed()  # the case's fresh weights, as at batch size 1
-                model = campaign.build_module(case)
-                model.setup("fit")
-            except Exception as error:  # a failing case is recorded, the campaign goes on
-                run.finish(model, 0, error)
-                continue
-            runs[id(model)] = run
-            return model
+            if run is not None and (model := set_up(run)) is not None:
+                return model
         return None
 
     while (first := next_case()) is not None:

@@ -93,14 +93,15 @@ def _is_index(value: Any) -> bool:
 
 # ---------------------------------------------------------------------------------------------- the built campaign
 def validate_campaign(campaign: Any) -> None:
-    """Refuse a built :class:`~hynea_pl.campaign.campaign.Campaign` (which imports this module) that cannot run as configured (one line each): the method must implement the SUT's
-    task, the batch must suit the method, its attempts, callbacks and generator (:func:`check_batching`), the
-    classes must be within the generator's and SUT's (:func:`check_classes`), the verdict must be independent of
-    the method's own models (:func:`check_verdict_independent`), and real-image origins need an invertible
-    generator and a folder that exists (:func:`check_image_source`)."""
+    """Refuse a built :class:`~hynea_pl.campaign.campaign.Campaign` (which imports this module) that cannot run as
+    configured (one line each): the method must implement the SUT's task, the batch must suit the method, its
+    callbacks and generator (:func:`check_batching`), the classes must be within the generator's and SUT's
+    (:func:`check_classes`), the verdict must be independent of the method's own models
+    (:func:`check_verdict_independent`), and real-image origins need an invertible generator and a folder that
+    exists (:func:`check_image_source`)."""
     campaign.factory.model_class.check_task(campaign.sut.task, campaign.method)
     check_batching(campaign.selection, campaign.factory.model_class, campaign.method, campaign.custom_callbacks,
-                   campaign.generator, int(campaign.factory.shared_args.get("attempts", 1)))
+                   campaign.generator)
     check_classes(campaign.selection, campaign.generator, campaign.sut)
     check_verdict_independent(campaign.method_models, campaign.oracle, campaign.realism, campaign.sut)
     if campaign.selection.images is not None:
@@ -144,10 +145,10 @@ def check_classes(selection: CaseSelection, generator: Generator, sut: torch.nn.
 
 
 def check_batching(selection: CaseSelection, model_class: type[TestCaseModule], method: str,
-                   custom_callbacks: bool = False, generator: Generator | None = None, attempts: int = 1) -> None:
+                   custom_callbacks: bool = False, generator: Generator | None = None) -> None:
     """Refuse ``cases.batch_size > 1`` for a method that runs one case per Trainer only, with case callbacks other
-    than the default ones (a batch applies their rules per case itself), with a generator that conditions each case
-    on more than its class (a scene's layout: a slot holds one image), or with more than one run per case."""
+    than the default ones (a batch applies their rules per case itself), or with a generator that conditions each
+    case on more than its class (a scene's layout: a slot holds one image)."""
     size = selection.batch_size
     if size <= 1:
         return
@@ -160,9 +161,6 @@ def check_batching(selection: CaseSelection, model_class: type[TestCaseModule], 
     if custom_callbacks:
         raise ValueError(f"cases.batch_size = {size} applies the default case callbacks' rules per case; a campaign "
                          "with other case callbacks runs with --cases.batch_size 1")
-    if attempts > 1:
-        raise ValueError(f"cases.batch_size = {size}: a batch runs each case once; model.init_args.attempts > 1 "
-                         "runs with --cases.batch_size 1")
 
 
 def _weight_digests(module: torch.nn.Module) -> set[tuple]:

@@ -7,7 +7,8 @@ occupied slot (the frozen generator on ``b`` rows, each slot's HyperNet and proj
 once on all their views; then each slot's own :meth:`HyNeACase.case_step` (the single owner of the loss, the found
 rule and the kept result) runs on its rows, and torch's ``AdamW`` steps each slot as its own param group, with its
 own ``OneCycleLR`` learning rate. A case that ends leaves its slot at once (``case_done``: the campaign writes its
-record) and the next planned case (``next_case``) takes the slot with fresh weights and optimiser state.
+record, or builds its next run when it has runs left) and the next run (``next_case``: a case's retry, or the next
+planned case) takes the slot with fresh weights and optimiser state.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from hynea_pl.methods.base import batches
 from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.methods.hynea import HyNeACase
 
-#: Builds and sets up the next planned case; ``None`` when none is left.
+#: Builds and sets up the next run to take a slot (a case's next run, or the next planned case); ``None`` when none
+#: is waiting.
 NextCase = Callable[[], HyNeACase | None]
 #: Told that a case left its slot: the case, its steps and the error that ended it (``None``: it ended normally).
 CaseDone = Callable[[HyNeACase, int, Exception | None], None]
@@ -47,8 +49,8 @@ class BatchedHyNeA(L.LightningModule):
 
     Args:
         first: the first case, set up (its HyperNet and projector are the templates every slot runs through).
-        next_case: the next planned case, set up, or ``None`` when the campaign has none left.
-        case_done: called once per case when it leaves its slot.
+        next_case: the next run to take a slot, set up, or ``None`` when none is waiting.
+        case_done: called once per run when it leaves its slot.
         slots: B.
         max_steps: each case's step limit (the config's ``trainer.max_steps``; also its OneCycle length unless
             the case sets ``total_steps``).
@@ -77,7 +79,6 @@ class BatchedHyNeA(L.LightningModule):
         self.case_steps = [0] * slots
         self.schedules: list[OneCycleLR | None] = [None] * slots
         self._pending: HyNeACase | None = first
-        self._exhausted = False
 
     # ------------------------------------------------------------------ slots
     @property
@@ -105,15 +106,13 @@ class BatchedHyNeA(L.LightningModule):
         return case.one_cycle(holder, self.max_steps)
 
     def _fill(self) -> None:
-        """Give every free slot the next planned case."""
+        """Give every free slot the next run waiting (a retry first, then the next planned case)."""
         for slot in range(self.slots):
             if self.cases[slot] is not None:
                 continue
-            case = self._pending
-            self._pending = None
-            if case is None and not self._exhausted:
+            case, self._pending = self._pending, None
+            if case is None:
                 case = self._next_case()
-                self._exhausted = case is None
             if case is None:
                 return
             self._take(slot, case)
