@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from jsonargparse import Namespace  # noqa: E402
 
 from hynea_pl.campaign.config import parse_config  # noqa: E402
-from hynea_pl.data import read_test_images  # noqa: E402
+from hynea_pl.campaign.test_images import read_test_images  # noqa: E402
 from hynea_pl.generators.inversion import DDIMInversion  # noqa: E402
 from hynea_pl.metrics import ms_ssim  # noqa: E402
 

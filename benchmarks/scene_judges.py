@@ -28,7 +28,7 @@ from hynea_pl.campaign.config import fit_parser
 from hynea_pl.suts import SUT
 from hynea_pl.suts.window_reader import DigitWindowReader
 from hynea_pl.zoo.mnist.data import NUM_CLASSES
-from hynea_pl.zoo.mnist.profiles import get_profile
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.registry import BuildContext as ExtraContext
 from hynea_pl.zoo.scenes.attributes import attribute_logits
 from hynea_pl.zoo.scenes.data import scene_split

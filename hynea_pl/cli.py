@@ -18,6 +18,8 @@ commands:
   fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
   zoo build [--profile full|tiny] [--extras all|none|A,B] build the embedded MNIST zoo (cached), then on-demand
                                                           extras (default: stylegan, which the MNIST GAN configs use)
+  zoo build --data PATH --name NAME [--size S] [--channels C] [--base full|tiny] [--set KEY=VALUE ...]
+                                                          a zoo of your own labelled images: zoo://NAME/...
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
@@ -42,16 +44,33 @@ def _zoo(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build what is missing of a zoo profile and print its quality table")
-    build.add_argument("--profile", choices=sorted(PROFILES), default="full")
-    build.add_argument("--extras", default="stylegan",
+    build.add_argument("--profile", default="full",
+                       help=f"a built-in profile ({', '.join(sorted(PROFILES))}) or one built with --data")
+    build.add_argument("--data", metavar="PATH",
+                       help="train a profile of your own labelled images: PATH/<class>/<image> (or --labels-csv)")
+    build.add_argument("--name", help="the profile's name with --data (then zoo://NAME/ldm, ZooOracle(profile=NAME))")
+    build.add_argument("--size", type=int, default=32, help="with --data: images are resized to S x S (default 32)")
+    build.add_argument("--channels", type=int, choices=(1, 3),
+                       help="with --data: 1 (grey) or 3 (RGB); default: the folder's most common")
+    build.add_argument("--labels-csv", metavar="FILE", help="with --data: labels from a CSV (file,label)")
+    build.add_argument("--base", choices=sorted(PROFILES), default="full",
+                       help="with --data: the built-in profile whose models, steps and gates it takes (default full)")
+    build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="with --data: change one setting of the profile, e.g. denoiser.max_steps=1600, "
+                            "gates.verdict_ceiling=0.5, oracles.oracle-1.max_steps=900 (repeatable)")
+    build.add_argument("--extras", default=None,
                        help="on-demand components to build too: a comma list (default: stylegan, which the MNIST GAN "
-                            f"configs use), all or none ({', '.join(extra_names())})")
+                            f"configs use; none with --data), all or none ({', '.join(extra_names())})")
     build.add_argument("--rebuild", action="store_true",
                        help="train the profile's base zoo from scratch (not from the released weights or the cache) "
                             "and compare its gates with the released zoo's")
     release = sub.add_parser("release", help="(maintainers) ship the cached base zoo of a profile in the package")
     release.add_argument("--profile", choices=sorted(PROFILES), default="full")
     options = parser.parse_args(args)
+    if options.action == "build" and options.data is not None:
+        return _zoo_from_folder(options)
+    if options.action == "build" and (options.name or options.set or options.labels_csv):
+        raise ValueError("--name, --set and --labels-csv go with --data PATH (a profile of your own images)")
     if options.action == "release":
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
         from hynea_pl.zoo.released import RELEASED, release as write_release
@@ -67,8 +86,9 @@ def _zoo(args: list[str]) -> int:
         discard(cache_folders(options.profile, [BASE_ZOO]))
         zoo = build_zoo(options.profile, verbose=False, released=False)
         Console().print(compare_with_released(zoo.manifest_dir))
-    wanted = {"all": extra_names(), "none": []}.get(options.extras)
-    wanted = [n.strip() for n in options.extras.split(",") if n.strip()] if wanted is None else wanted
+    extras = options.extras or "stylegan"
+    wanted = {"all": extra_names(), "none": []}.get(extras)
+    wanted = [n.strip() for n in extras.split(",") if n.strip()] if wanted is None else wanted
     for name in wanted:
         get_component(name)  # an unknown name fails before anything is trained
     zoo = build_zoo(options.profile, verbose=False)  # after a rebuild: the rebuilt one
@@ -79,6 +99,27 @@ def _zoo(args: list[str]) -> int:
         built = build_component(options.profile, name, verbose=False)
         console.print(quality_table(f"{options.profile}/{name}", built.quality["gates"]))
         console.print(f"zoo {options.profile}/{name}: {built.entry} (quality: {built.manifest})")
+    return 0
+
+
+def _zoo_from_folder(options: argparse.Namespace) -> int:
+    """``zoo build --data PATH --name NAME``: a profile of the user's images, trained and gated."""
+    from rich.console import Console
+
+    from hynea_pl.zoo.mnist.zoo import build_folder_zoo
+    from hynea_pl.zoo.quality import quality_table
+
+    if not options.name:
+        raise ValueError("zoo build --data needs --name NAME (the profile's name: zoo://NAME/ldm)")
+    if options.extras not in (None, "none"):
+        raise ValueError("the extras (stylegan, scenes) are trained on MNIST digits; --data builds the base zoo only")
+    zoo = build_folder_zoo(options.data, options.name, options.size, options.channels, options.labels_csv,
+                               options.base, options.set)
+    console = Console()
+    console.print(quality_table(options.name, zoo.quality["gates"]))
+    console.print(f"zoo {options.name}: {zoo.manifest_dir} (samples.png, quality.json); use it as zoo://{options.name}/"
+                  f"ldm, zoo://{options.name}/sut, ZooOracle(profile={options.name}) (configs/custom.yaml)",
+                  soft_wrap=True)
     return 0
 
 

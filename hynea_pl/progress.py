@@ -74,6 +74,12 @@ class StepProgress:
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, status=text)
 
+    def set_total(self, total: int) -> None:
+        """The number of units, when it is known only once the loop has started."""
+        self.total = int(total)
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, total=max(self.total, 0) or None)
+
     def update(self, n: int = 1) -> None:
         """Advance by ``n`` units."""
         if self._closed:

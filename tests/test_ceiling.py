@@ -80,7 +80,7 @@ def test_the_mnist_digits_are_all_70000_with_the_standard_test_set():
 def test_the_splits_are_disjoint_and_the_held_out_digits_are_never_trained_on(profile):
     """Each training split (the SUT's, the method's, the judges') shares no digit with another, nor with the held-out
     test digits: the realism reference and every calibration."""
-    from hynea_pl.zoo.mnist.profiles import get_profile
+    from hynea_pl.zoo.profiles import get_profile
     from hynea_pl.zoo.mnist.realism import held_out_split
 
     data = get_profile(profile).data

@@ -19,7 +19,7 @@ from tiny_components import DIGIT_CENTROIDS, tiny_generator
 from hynea_pl.campaign.case_types import CaseSelection
 from hynea_pl.campaign.records import TEST_IMAGES_FILE
 from hynea_pl.cli import main
-from hynea_pl.data import read_test_images
+from hynea_pl.campaign.test_images import read_test_images
 from hynea_pl.generators.inversion import DDIMInversion, check_invertible
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records

@@ -10,7 +10,7 @@ from offline_guard import network_blocked
 
 import hynea_pl  # noqa: F401  (offline defaults before ultralytics)
 from hynea_pl.zoo.mnist.data import load_digits
-from hynea_pl.zoo.mnist.profiles import get_profile
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.scenes.data import make_scenes
 from hynea_pl.zoo.scenes.detector import ultralytics_session
 from hynea_pl.zoo.scenes.yolo_dataset import read_yolo_labels, write_yolo_dataset

@@ -12,7 +12,8 @@ from hynea_pl.zoo.augment import (
 )
 from hynea_pl.zoo.cache import is_complete
 from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
-from hynea_pl.zoo.mnist.profiles import OracleConfig, get_profile
+from hynea_pl.zoo.mnist.profiles import OracleConfig
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.mnist.zoo import COMPONENTS, Zoo
 
 
@@ -115,11 +116,11 @@ def test_gates_of_every_member_are_in_quality_json(tiny_zoo):
 
 
 def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
-    from hynea_pl.zoo.mnist.data import DigitSplit
+    from hynea_pl.zoo.splits import ImageSplit
     from hynea_pl.zoo.mnist.gates import measure_oracle_gates
 
     images, labels = torch.rand(20, 1, 32, 32), torch.arange(10).repeat(2)
-    data = DigitSplit(images, labels, images, labels)
+    data = ImageSplit(images, labels, images, labels)
 
     class Fixed(torch.nn.Module):
         """Right on the first ``right`` images, (y + 1) % 10 on the others, with logit margin ``confidence``."""

@@ -211,7 +211,7 @@ class DigitCentroids(torch.nn.Module):
     def __init__(self, temperature: float = 0.02) -> None:
         super().__init__()
         from hynea_pl.zoo.mnist.data import load_digits
-        from hynea_pl.zoo.mnist.profiles import get_profile
+        from hynea_pl.zoo.profiles import get_profile
 
         data = load_digits(get_profile("tiny").data).method
         digits = (data.train_images - 0.5) / 0.5

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hynea_pl.data import LabelledImages, read_test_images
+from hynea_pl.campaign.test_images import read_test_images
+from hynea_pl.data import LabelledImages
 from hynea_pl.generators.inversion import DDIMInversion, check_invertible
 from hynea_pl.metrics import ms_ssim
 

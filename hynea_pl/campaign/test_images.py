@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
-from hynea_pl.data.image_folder import LabelledImages, read_image_folder
+from hynea_pl.data import LabelledImages, read_image_folder
 
 #: The zoo's image sets a ``zoo://`` source may name.
 ZOO_IMAGE_SETS = ("held_out",)

@@ -94,8 +94,14 @@ def _is_hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def _folder_entries(root: Path, labels: _Labels, skipped: Counter[str]) -> list[tuple[Path, str, tuple[int, ...]]]:
-    """``(path, source, label)`` for every image under ``root/<label>/``, in a deterministic order."""
+def _folder_entries(
+    root: Path, labels: _Labels | None, skipped: Counter[str],
+) -> list[tuple[Path, str, tuple[int, ...]]]:
+    """``(path, source, label)`` for every image under ``root/<label>/``, in a deterministic order.
+
+    ``labels=None``: the sub-folders are the classes, whatever their names; a label is the index of its folder in
+    the sorted order (as integers when every name is one, else by name).
+    """
     folders: list[tuple[Path, list[Path]]] = []
     for folder in root.iterdir():
         if not folder.is_dir() or folder.name.startswith("."):
@@ -114,8 +120,8 @@ def _folder_entries(root: Path, labels: _Labels, skipped: Counter[str]) -> list[
     else:
         folders.sort(key=lambda item: item[0].name)
     entries = []
-    for folder, files in folders:  # every label is checked before any image is read
-        label = (labels.parse(folder.name, str(folder)),)
+    for position, (folder, files) in enumerate(folders):  # every label is checked before any image is read
+        label = (position if labels is None else labels.parse(folder.name, str(folder)),)
         entries.extend((path, path.relative_to(root).as_posix(), label) for path in files)
     return entries
 

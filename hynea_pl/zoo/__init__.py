@@ -1,13 +1,16 @@
-"""The embedded zoo: real MNIST digits and small models the project trains itself, cached after the first build.
+"""The embedded zoo: small models the project trains itself, on real MNIST digits or on a folder of the user's
+labelled images, cached after the first build.
 
 Layout: the shared machinery at the top (:mod:`~hynea_pl.zoo.registry`: every component and the one routine that
 builds, gates and loads them; :mod:`~hynea_pl.zoo.cache`, :mod:`~hynea_pl.zoo.quality`, :mod:`~hynea_pl.zoo.train`,
-:mod:`~hynea_pl.zoo.augment`), then one package per domain: :mod:`hynea_pl.zoo.mnist` (the base zoo: digits, SUT,
-embedder, autoencoder + LDM, oracle, profiles), :mod:`hynea_pl.zoo.scenes` (digit scenes and their models) and
-:mod:`hynea_pl.zoo.stylegan` (the style-based GAN).
+:mod:`~hynea_pl.zoo.augment`; :mod:`~hynea_pl.zoo.splits`: a profile's images in disjoint splits, whatever their
+source; :mod:`~hynea_pl.zoo.folder`: profiles of the user's images), then one package per domain:
+:mod:`hynea_pl.zoo.mnist` (the base zoo's models, trainers, gates and profiles, with the MNIST digits as its
+built-in data source), :mod:`hynea_pl.zoo.scenes` (digit scenes and their models) and :mod:`hynea_pl.zoo.stylegan`
+(the style-based GAN).
 """
 
-from hynea_pl.zoo.mnist.profiles import PROFILES, ZooProfile, get_profile
+from hynea_pl.zoo.profiles import PROFILES, ZooProfile, get_profile
 from hynea_pl.zoo.mnist.zoo import Zoo, build_zoo, load_zoo
 from hynea_pl.zoo.quality import ZooQualityError
 from hynea_pl.zoo.registry import resolve_zoo_uri

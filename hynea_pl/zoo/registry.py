@@ -70,7 +70,8 @@ from typing import Any
 
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
-from hynea_pl.zoo.mnist.profiles import ZooProfile, get_profile
+from hynea_pl.zoo.mnist.profiles import ZooProfile
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
 from hynea_pl.zoo.released import install_released
 
@@ -124,6 +125,8 @@ class Component:
     #: a bundle's settings besides its gate config that change what its gates measure (part of the manifest's key;
     #: the base zoo: its sampler)
     gate_inputs: Callable[[ZooProfile], tuple] | None = None
+    #: what to change when the gate of this name is missed (shown in the error); ``None``: nothing said
+    advice: Callable[[str], str] | None = field(default=None, compare=False)
 
     @property
     def is_bundle(self) -> bool:
@@ -138,7 +141,7 @@ class Component:
 class BuildContext:
     """What a component's ``train`` / ``measure`` may use: ``profile``, ``deps`` (name -> built entry folder of each
     of its ``depends``, then of its ``gated_by``; a bundle's: of its members) and ``data`` (the profile's digit
-    splits, :class:`~hynea_pl.zoo.mnist.data.DigitSplits`, loaded on first access: a component trains on its own
+    splits, :class:`~hynea_pl.zoo.splits.ImageSplits`, loaded on first access: a component trains on its own
     split)."""
 
     def __init__(self, profile: ZooProfile, deps: Mapping[str, Path]) -> None:
@@ -147,9 +150,9 @@ class BuildContext:
 
     @cached_property
     def data(self):
-        from hynea_pl.zoo.mnist.data import load_digits
+        from hynea_pl.zoo.splits import load_splits
 
-        return load_digits(self.profile.data)
+        return load_splits(self.profile.data)
 
 
 @dataclass(frozen=True)
@@ -305,11 +308,14 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
         if component.is_bundle:
             quality["entries"] = {name: entry.name for name, entry in built.entries.items()}  # in the zoo folder
         (staging / "quality.json").write_text(json.dumps(quality, indent=2))
-        failed = [g.name for g in gates if not g.passed]
+        failed = [g for g in gates if not g.passed]
         if verbose or failed:
             train.console.print(quality_table(title, quality["gates"]))
         if failed:
-            raise ZooQualityError(f"zoo {what} missed its quality gates: {', '.join(failed)}")
+            advice = getattr(component, "advice", None) or (lambda name: "")
+            missed = "; ".join(f"{g.name} {g.value:.3g} {'<' if g.higher_is_better else '>'} {g.threshold:g}"
+                               + (f" ({advice(g.name)})" if advice(g.name) else "") for g in failed)
+            raise ZooQualityError(f"zoo {what} missed its quality gates: {missed}")
     if not time_gate.passed:
         train.console.print(
             f"[yellow]zoo: warning:[/] {what} built in {build_s:.0f} s, over its {time_gate.threshold:.0f} s "

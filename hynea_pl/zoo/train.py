@@ -18,11 +18,11 @@ console = stderr_console
 
 def fit(module: L.LightningModule, dataset: TensorDataset, batch_size: int, max_steps: int, seed: int,
         callbacks: list[L.Callback] | None = None, name: str = "component") -> float:
-    """Fit ``module`` for ``max_steps`` optimiser steps on shuffled batches, showing ``zoo <name>: step n/total``
-    (a bar on a terminal, a line every few seconds otherwise); returns wall seconds."""
+    """Fit ``module`` for ``max_steps`` optimiser steps on shuffled batches (of at most the dataset's size), showing
+    ``zoo <name>: step n/total`` (a bar on a terminal, a line every few seconds otherwise); returns wall seconds."""
     L.seed_everything(seed, verbose=False)
-    loader = DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, drop_last=True,
+    loader = DataLoader(  # a split smaller than a batch (a small folder of images) is one batch
+        dataset, batch_size=min(batch_size, len(dataset)), shuffle=True, drop_last=True,
         generator=torch.Generator().manual_seed(seed),
     )
     lightning_log = logging.getLogger("lightning.pytorch")  # "GPU available: ...", "Trainer.fit stopped: ..."

@@ -24,7 +24,7 @@ def test_judge_case_on_real_digits():
     from hynea_pl.suts import ClassifierSUT
     from hynea_pl.zoo.mnist.data import load_digits
 
-    from hynea_pl.zoo.mnist.profiles import get_profile
+    from hynea_pl.zoo.profiles import get_profile
 
     data = load_digits(get_profile("tiny").data).judges
     images, labels = data.test_images, data.test_labels

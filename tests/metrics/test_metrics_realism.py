@@ -112,7 +112,7 @@ def test_the_zoo_reference_is_its_held_out_digits():
 @pytest.mark.slow
 def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
     from hynea_pl.zoo.mnist.data import load_digits
-    from hynea_pl.zoo.mnist.profiles import get_profile
+    from hynea_pl.zoo.profiles import get_profile
     from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
 
     features = zoo_realism_features("tiny")

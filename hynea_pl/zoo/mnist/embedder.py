@@ -11,8 +11,9 @@ from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier, normalize
 
 
 class DigitEmbedder(nn.Module):
-    """``images (B, 1, 32, 32) in [0, 1] -> (B, hidden)`` penultimate features of the zoo's embedder network
-    (trained separately from the SUT), used for the diversity and trace-difference metrics on MNIST."""
+    """``images (B, C, S, S) in [0, 1] -> (B, hidden)`` penultimate features of the zoo's embedder network
+    (trained separately from the SUT), used for the realism test and the diversity and trace-difference metrics (RGB
+    is averaged to grey for a grey network)."""
 
     def __init__(self, network: DigitCNN) -> None:
         super().__init__()
@@ -20,7 +21,7 @@ class DigitEmbedder(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.shape[1] == 3:
+        if images.shape[1] == 3 and self.network.body[0].in_channels == 1:
             images = images.mean(1, keepdim=True)
         return self.network.features(normalize(images))
 

@@ -15,23 +15,23 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.verdicts import VERDICT_CEILING
 from hynea_pl.zoo.mnist.autoencoder import reconstruct
 from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy, normalize
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.mnist.oracle import KNN_JUDGE
 from hynea_pl.zoo.mnist.profiles import GateConfig
 from hynea_pl.zoo.quality import Gate
 
 
 @torch.no_grad()
-def generate_digits(generator, per_class: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``per_class`` digits of every class from one seeded noise batch: images ``(10*per_class, 1, 32, 32)``
-    and their conditioning labels, class-major."""
-    labels = torch.arange(NUM_CLASSES).repeat_interleave(per_class)
+def generate_digits(generator, per_class: int, seed: int, num_classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    """``per_class`` images of each of ``num_classes`` classes from one seeded noise batch: images
+    ``(num_classes * per_class, C, S, S)`` and their conditioning labels, class-major."""
+    labels = torch.arange(num_classes).repeat_interleave(per_class)
     noise = torch.randn((len(labels), *generator.latent_shape), generator=torch.Generator().manual_seed(seed))
     return generator.sample(noise, labels), labels
 
 
 def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL,
-                        samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit, out: Path) -> list[Gate]:
+                        samples: tuple[torch.Tensor, torch.Tensor], data: ImageSplit, out: Path) -> list[Gate]:
     """SUT accuracy on held-out digits, on their reconstructions and on the generated ``samples`` (images, labels
     from :func:`generate_digits`; grid saved to ``out/samples.png``)."""
     images, labels = samples
@@ -55,7 +55,7 @@ def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
-                         samples: tuple[torch.Tensor, torch.Tensor], data: DigitSplit) -> list[Gate]:
+                         samples: tuple[torch.Tensor, torch.Tensor], data: ImageSplit) -> list[Gate]:
     """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``, the k-NN judge by ``knn_accuracy``) and on the generated
     ``samples`` against their class (recorded), then the judges' unanimous accuracy on both (recorded: the
     fraction of digits every judge reads as their class, as a verdict needs them)."""
@@ -73,7 +73,7 @@ def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judge
 
 
 def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], realism: TypicalityTest,
-                          sut: DigitCNN, data: DigitSplit) -> list[Gate]:
+                          sut: DigitCNN, data: ImageSplit) -> list[Gate]:
     """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the held-out test digits of ``data``, which no
     zoo model trains on and which are ``realism``'s reference (each judged left out of it): the fraction the verdict
     (``judges`` unanimous on the digit's class, and ``realism``) calls valid, gated by ``verdict_ceiling``; the same
@@ -87,3 +87,22 @@ def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], reali
         Gate("verdict_ceiling_sut_errors", on_errors["valid"], None),
         Gate("judges_unanimous_test_accuracy", on_all["unanimous"], None),
     ]
+
+
+def gate_advice(name: str) -> str:
+    """What to change when the base zoo's gate ``name`` is missed (a ``--set`` of ``zoo build``)."""
+    if name == "sut_accuracy":
+        return "the demo SUT learns too little: raise sut.max_steps"
+    if name == "reconstruction_accuracy":
+        return "the autoencoder loses the class: raise autoencoder.max_steps or autoencoder.latent_channels"
+    if name == "generated_accuracy":
+        return "the LDM's images do not show their class: raise denoiser.max_steps"
+    if name == "verdict_ceiling":
+        return ("the judges and the realism test reject real held-out images: train the judges longer "
+                "(oracles.NAME.max_steps) or lower gates.verdict_ceiling")
+    if name == f"{KNN_JUDGE}_accuracy":
+        return "a k-NN on pixels suits aligned images: lower gates.knn_accuracy, or add images"
+    if name.endswith("_accuracy"):
+        member = name.removesuffix("_accuracy")
+        return f"judge {member} learns too little: raise oracles.{member}.max_steps"
+    return "see docs/zoo.md#gates"

@@ -8,11 +8,13 @@ to see what a CNN learns to ignore). Being of another family than every network,
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hynea_pl.zoo.augment import affine, random_elastic
+from hynea_pl.zoo.augment import affine, elastic
 from hynea_pl.zoo.mnist.profiles import KNNOracleConfig
 
 #: The judge's family (see :func:`hynea_pl.suts.model_families`): no network at all.
@@ -59,39 +61,73 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     return band(h).to(images.device) @ images @ band(w).T.to(images.device)
 
 
-def digit_embedding(images: torch.Tensor, blur_sigma: float) -> torch.Tensor:
-    """``(B, 1 or 3, H, W)`` in [0, 1] -> ``(B, H * W)`` unit vectors: deskewed, blurred pixels (RGB averaged)."""
+def digit_embedding(images: torch.Tensor, blur_sigma: float, straighten: bool = True) -> torch.Tensor:
+    """``(B, C, H, W)`` in [0, 1] -> unit vectors of blurred pixels: deskewed digits ``(B, H * W)`` (RGB averaged),
+    or, with ``straighten`` off (images other than digits), every channel as it is ``(B, C * H * W)``."""
+    if not straighten:
+        return F.normalize(gaussian_blur(images.float(), blur_sigma).flatten(1), dim=1)
     if images.shape[1] == 3:
         images = images.mean(1, keepdim=True)
     return F.normalize(gaussian_blur(deskew(images.float()), blur_sigma).flatten(1), dim=1)
 
 
-def augmented_reference(images: torch.Tensor, labels: torch.Tensor, shift: int, rotations: tuple[float, ...],
-                        elastic_copies: int, elastic_alpha: float, elastic_grid: int,
-                        generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k-NN's reference digits: ``images (N, 1, H, W)`` deskewed, then every shift in ``[-shift, shift]^2``,
-    each rotation (degrees) and ``elastic_copies`` elastic deformations of them; returns images and labels."""
-    straight = deskew(images)
-    copies = [torch.roll(straight, (dy, dx), (2, 3))
-              for dy in range(-shift, shift + 1) for dx in range(-shift, shift + 1)]
+#: how many reference images are deskewed and embedded at once
+EMBED_CHUNK = 8192
+
+
+def augmented_copies(images: torch.Tensor, shift: int, rotations: tuple[float, ...], elastic_copies: int,
+                     elastic_alpha: float, elastic_grid: int, generator: torch.Generator,
+                     straighten: bool = True) -> Iterator[torch.Tensor]:
+    """The k-NN's reference images, one copy of ``images (N, C, H, W)`` at a time: deskewed (when ``straighten``),
+    then every shift in ``[-shift, shift]^2``, each rotation (degrees) and ``elastic_copies`` elastic deformations
+    (drawn from ``generator`` in this order)."""
+    straight = _chunked(deskew, images) if straighten else images
+    for dy in range(-shift, shift + 1):
+        for dx in range(-shift, shift + 1):
+            yield torch.roll(straight, (dy, dx), (2, 3))
     n = len(images)
     for degrees in rotations:
-        copies.append(affine(straight, torch.full((n,), degrees), torch.ones(n), torch.zeros(n, 2)))
-    copies += [random_elastic(straight, 1.0, elastic_alpha, elastic_grid, generator) for _ in range(elastic_copies)]
-    return torch.cat(copies), labels.repeat(len(copies))
+        yield _chunked(affine, straight, torch.full((n,), degrees), torch.ones(n), torch.zeros(n, 2))
+    for _ in range(elastic_copies):  # the draws of random_elastic(straight, 1.0, ...), the warp in chunks
+        torch.rand(n, generator=generator)
+        noise = torch.rand((n, 2, elastic_grid, elastic_grid), generator=generator) * 2 - 1
+        yield _chunked(lambda chunk, displacement: elastic(chunk, displacement, elastic_alpha), straight, noise)
+
+
+def _chunked(transform: Callable[..., torch.Tensor], images: torch.Tensor, *per_image: torch.Tensor) -> torch.Tensor:
+    """``transform(images, *per_image)`` on :data:`EMBED_CHUNK` images at a time (each image on its own: the same
+    result, a fraction of the temporaries)."""
+    return torch.cat([transform(images[start:start + EMBED_CHUNK], *(x[start:start + EMBED_CHUNK] for x in per_image))
+                      for start in range(0, len(images), EMBED_CHUNK)])
 
 
 def reference_embeddings(images: torch.Tensor, labels: torch.Tensor,
                          cfg: KNNOracleConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k-NN judge's reference, derived from its training digits ``images (N, 1, H, W)`` and ``labels (N,)`` by
-    ``cfg`` (augmentation drawn from ``cfg.seed``): embeddings ``(M, H * W)`` and labels ``(M,)``. Deterministic, so a
-    zoo entry stores the recipe, not the ``M x H * W`` floats. Embedded in chunks: the peak is the augmented digits
-    and their embeddings, not four copies of them."""
-    augmented, augmented_labels = augmented_reference(
-        images, labels, cfg.shift, tuple(cfg.rotations), cfg.elastic_copies, cfg.elastic_alpha, cfg.elastic_grid,
-        torch.Generator().manual_seed(cfg.seed))
-    embeddings = torch.cat([digit_embedding(chunk, cfg.blur_sigma) for chunk in augmented.split(8192)])
-    return embeddings, augmented_labels
+    """The k-NN judge's reference, derived from its training images ``images (N, C, H, W)`` and ``labels (N,)`` by
+    ``cfg`` (augmentation drawn from ``cfg.seed``): embeddings ``(M, D)`` and labels ``(M,)``. Deterministic, so a
+    zoo entry stores the recipe, not the ``M x D`` floats. The copies are embedded as they are made, in chunks of
+    :data:`EMBED_CHUNK` images into one preallocated tensor: the peak is the embeddings and a copy or two of the
+    training images, not every augmented image as well."""
+    straighten = deskews(cfg)
+    copies = augmented_copies(images, cfg.shift, tuple(cfg.rotations), cfg.elastic_copies, cfg.elastic_alpha,
+                              cfg.elastic_grid, torch.Generator().manual_seed(cfg.seed), straighten)
+    count = (2 * cfg.shift + 1) ** 2 + len(cfg.rotations) + cfg.elastic_copies
+    dim = images[0, :1 if straighten else None].numel()
+    embeddings = torch.empty(count * len(images), dim)
+    done, pending = 0, images[:0]
+    for copy in copies:
+        pending = torch.cat([pending, copy])
+        while len(pending) >= EMBED_CHUNK:
+            embeddings[done:done + EMBED_CHUNK] = digit_embedding(pending[:EMBED_CHUNK], cfg.blur_sigma, straighten)
+            done, pending = done + EMBED_CHUNK, pending[EMBED_CHUNK:]
+    if len(pending):
+        embeddings[done:] = digit_embedding(pending, cfg.blur_sigma, straighten)
+    return embeddings, labels.repeat(count)
+
+
+def deskews(cfg: KNNOracleConfig) -> bool:
+    """Whether a k-NN judge's config deskews its digits (a profile of other images sets ``deskew`` off)."""
+    return getattr(cfg, "deskew", True)
 
 
 class KNNDigitClassifier(nn.Module):
@@ -104,12 +140,14 @@ class KNNDigitClassifier(nn.Module):
         k: neighbours that vote.
         blur_sigma: the embedding's blur.
         num_classes: classes of the vote.
+        deskew: deskew each digit and average RGB to grey (:func:`digit_embedding`); off for images other than
+            digits, which are compared channel by channel.
     """
 
     family = KNN_FAMILY
 
     def __init__(self, reference: torch.Tensor, labels: torch.Tensor, k: int = 5, blur_sigma: float = 1.0,
-                 num_classes: int = 10) -> None:
+                 num_classes: int = 10, deskew: bool = True) -> None:
         super().__init__()
         if reference.dim() != 2 or labels.shape != reference.shape[:1]:
             raise ValueError(f"expected reference (M, D) and labels (M,), got {tuple(reference.shape)} and "
@@ -122,6 +160,7 @@ class KNNDigitClassifier(nn.Module):
         self.register_load_state_dict_post_hook(lambda module, _: setattr(
             module, "reference_sq", module.reference.pow(2).sum(1)))
         self.k, self.blur_sigma, self.num_classes = int(k), float(blur_sigma), int(num_classes)
+        self.deskew = bool(deskew)
 
     def distances(self, queries: torch.Tensor) -> torch.Tensor:
         """Euclidean distances ``(B, M)`` of ``queries (B, D)`` to the references, as ``|r|^2 - 2 q.r + |q|^2``
@@ -132,7 +171,7 @@ class KNNDigitClassifier(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        queries = digit_embedding(images, self.blur_sigma).to(self.reference.device)
+        queries = digit_embedding(images, self.blur_sigma, self.deskew).to(self.reference.device)
         distance, index = self.distances(queries).topk(self.k, largest=False)
         weights = 1.0 / (distance + 1e-6)
         votes = torch.zeros(len(queries), self.num_classes, device=queries.device)

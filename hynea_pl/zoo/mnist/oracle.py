@@ -12,6 +12,7 @@ import functools
 import json
 import math
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 import lightning as L
@@ -23,7 +24,6 @@ from torch import nn
 from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
 from hynea_pl.zoo.cache import import_class
 from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize, note_training_data
-from hynea_pl.zoo.mnist.data import NUM_CLASSES
 from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, reference_embeddings
 from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
 
@@ -82,12 +82,13 @@ class OracleNet(nn.Module):
 
 
 class OracleClassifier(nn.Module):
-    """A frozen oracle member on RAW images: ``(B, 1 or 3, 32, 32)`` in [0, 1] -> logits ``(B, 10)`` (RGB is
-    averaged to grey, then normalised as the zoo's classifiers expect). Always in eval mode."""
+    """A frozen oracle member on RAW images: ``(B, C, S, S)`` in [0, 1] -> logits ``(B, num_classes)`` (RGB is
+    averaged to grey for a grey network, then normalised as the zoo's classifiers expect). Always in eval mode."""
 
-    def __init__(self, network: nn.Module) -> None:
+    def __init__(self, network: nn.Module, in_channels: int = 1) -> None:
         super().__init__()
         self.network = network.requires_grad_(False)
+        self.in_channels = in_channels
         self.eval()
 
     @property
@@ -102,23 +103,25 @@ class OracleClassifier(nn.Module):
         return super().train(False)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        if images.shape[1] == 3:
+        if images.shape[1] == 3 and self.in_channels == 1:
             images = images.mean(1, keepdim=True)
         return self.network(normalize(images))
 
 
-def oracle_network(cfg: OracleConfig) -> tuple[nn.Module, str, dict]:
-    """A fresh network for a trained member's config, with its class path and init args (for ``config.json``)."""
+def oracle_network(cfg: OracleConfig, data: Any) -> tuple[nn.Module, str, dict]:
+    """A fresh network for a trained member's config on a profile's images (its data config ``data``), with its
+    class path and init args (for ``config.json``)."""
+    channels, num_classes = data.channels, data.num_classes
     if isinstance(cfg, ConvMixerOracleConfig):
         from timm.models.convmixer import ConvMixer
 
         cls, args = ConvMixer, {"dim": cfg.dim, "depth": cfg.depth, "kernel_size": cfg.kernel_size,
-                                "patch_size": cfg.patch_size, "in_chans": 1, "num_classes": NUM_CLASSES}
+                                "patch_size": cfg.patch_size, "in_chans": channels, "num_classes": num_classes}
     elif isinstance(cfg, CNNOracleConfig):
         cls, args = DigitCNN, {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
-                               "num_classes": NUM_CLASSES, "in_channels": 1}
+                               "num_classes": num_classes, "in_channels": channels, "image_size": data.image_size}
     else:
-        cls, args = OracleNet, {"widths": list(cfg.widths), "num_classes": NUM_CLASSES, "in_channels": 1,
+        cls, args = OracleNet, {"widths": list(cfg.widths), "num_classes": num_classes, "in_channels": channels,
                                 "dropout": cfg.dropout}
     return cls(**args), f"{cls.__module__}.{cls.__qualname__}", args
 
@@ -144,20 +147,23 @@ def load_oracle(entry: Path) -> nn.Module:
         return note_training_data(KNNDigitClassifier(reference, labels, **config["init_args"]).eval(), config)
     network = network_class(**config["init_args"])
     network.load_state_dict(load_file(str(weights)))
-    return note_training_data(OracleClassifier(network), config)
+    return note_training_data(OracleClassifier(network, config["preprocess"]["channels"]), config)
 
 
 @functools.lru_cache(maxsize=2)
 def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the digit splits'
-    :class:`~hynea_pl.zoo.mnist.profiles.DataConfig`, the split it keeps and the :class:`KNNOracleConfig`), derived
-    once per process."""
-    from hynea_pl.zoo.mnist.data import load_digits
-    from hynea_pl.zoo.mnist.profiles import DataConfig
+    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the profile's data config,
+    its class unless it is the MNIST digits', the split it keeps and the :class:`KNNOracleConfig`), derived once per
+    process."""
+    from hynea_pl.zoo.mnist.data import DataConfig
+    from hynea_pl.zoo.mnist.profiles import PixelKNNOracleConfig
 
     recipe = json.loads(recipe)
-    data = load_digits(DataConfig(**recipe["data"]))[recipe["split"]]
-    return reference_embeddings(data.train_images, data.train_labels, KNNOracleConfig(**recipe["knn"]))
+    data_class = import_class(recipe["data_class"]) if "data_class" in recipe else DataConfig
+    fields = {key: tuple(value) if isinstance(value, list) else value for key, value in recipe["data"].items()}
+    data = data_class(**fields).read_splits()[recipe["split"]]
+    config = PixelKNNOracleConfig if "deskew" in recipe["knn"] else KNNOracleConfig
+    return reference_embeddings(data.train_images, data.train_labels, config(**recipe["knn"]))
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:

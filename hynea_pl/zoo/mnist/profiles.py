@@ -1,4 +1,5 @@
-"""Training configurations of the zoo's two profiles: ``full`` (demo, benchmarks) and ``tiny`` (tests).
+"""Training configurations of the zoo's built-in profiles, ``full`` (demo, benchmarks) and ``tiny`` (tests), on the
+MNIST digits; a profile of the user's own images takes them as its defaults (:mod:`hynea_pl.zoo.folder`).
 
 Every field that changes a trained model is part of its cache key (see :mod:`hynea_pl.zoo.cache`).
 """
@@ -6,19 +7,9 @@ Every field that changes a trained model is part of its cache key (see :mod:`hyn
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-
-@dataclass(frozen=True)
-class DataConfig:
-    """How many of MNIST's 60,000 training digits each split holds (disjoint, cut from one permutation drawn from
-    ``split_seed``: :mod:`hynea_pl.zoo.mnist.data`) and how many of its 10,000 test digits are held out (the realism
-    reference and every calibration; never trained on)."""
-
-    sut: int = 20000
-    method: int = 20000
-    judges: int = 20000
-    held_out: int = 10000
-    split_seed: int = 0
+from hynea_pl.zoo.mnist.data import DataConfig
 
 
 @dataclass(frozen=True)
@@ -103,6 +94,13 @@ class KNNOracleConfig:
 
 
 @dataclass(frozen=True)
+class PixelKNNOracleConfig(KNNOracleConfig):
+    """The k-NN member of a profile of images other than digits: blurred pixels, every channel, no deskewing."""
+
+    deskew: bool = False
+
+
+@dataclass(frozen=True)
 class AutoencoderConfig:
     block_out_channels: tuple[int, ...] = (16, 32, 64)
     layers_per_block: int = 1
@@ -162,8 +160,11 @@ class GateConfig:
 
 @dataclass(frozen=True)
 class ZooProfile:
+    """A zoo's training configs: its data (the MNIST digits, or a folder of labelled images:
+    :class:`~hynea_pl.zoo.folder.FolderDataConfig`), each model's, the sampler's and the gates'."""
+
     name: str
-    data: DataConfig = field(default_factory=DataConfig)
+    data: Any = field(default_factory=DataConfig)
     sut: ClassifierConfig = field(default_factory=ClassifierConfig)
     embedder: ClassifierConfig = field(
         default_factory=lambda: ClassifierConfig(
@@ -214,12 +215,4 @@ TINY = ZooProfile(
 PROFILES: dict[str, ZooProfile] = {"full": FULL, "tiny": TINY}
 
 
-def get_profile(name: str) -> ZooProfile:
-    """The named profile; a one-line error lists the valid names."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise ValueError(f"unknown zoo profile {name!r}; choose one of {sorted(PROFILES)}") from None
-
-
-__all__ = ["PROFILES", "ZooProfile", "get_profile", "replace"]
+__all__ = ["PROFILES", "DataConfig", "ZooProfile", "replace"]

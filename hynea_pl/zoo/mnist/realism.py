@@ -6,9 +6,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.zoo.mnist.data import held_out_digits_of, load_digits
-from hynea_pl.zoo.mnist.profiles import get_profile
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.registry import load_component
+from hynea_pl.zoo.splits import held_out_of, load_splits
 
 __all__ = ["REALISM_K", "REALISM_QUANTILE", "ZooTypicality", "held_out_digits", "held_out_split",
            "zoo_realism_features"]
@@ -28,7 +28,7 @@ def zoo_realism_features(profile: str = "full") -> nn.Module:
 def held_out_split(profile: str = "full") -> tuple[Tensor, Tensor]:
     """The zoo's held-out real digits ``(held_out, 1, 32, 32)`` in [0, 1] (the 10,000 MNIST test digits for
     ``full``), never trained on, and their classes ``(held_out,)``."""
-    return held_out_digits_of(get_profile(profile).data)
+    return held_out_of(get_profile(profile).data)
 
 
 def held_out_digits(profile: str = "full") -> Tensor:
@@ -65,4 +65,4 @@ class ZooTypicality(TypicalityTest):
     def real_check_pass_rate(self) -> float:
         """The pass rate of the method split's first 2000 training digits (computed on request: a campaign never
         needs it)."""
-        return self.pass_rate(load_digits(get_profile(self.profile).data).method.train_images[:2000])
+        return self.pass_rate(load_splits(get_profile(self.profile).data).method.train_images[:2000])

@@ -1,4 +1,5 @@
-"""Train and save each component of the MNIST base zoo (the registry's ``train`` of :mod:`hynea_pl.zoo.mnist.zoo`)."""
+"""Train and save each component of a base zoo (the registry's ``train`` of :mod:`hynea_pl.zoo.mnist.zoo`), for any
+profile's data: the image size, channels and classes come from its data config (``data``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from diffusers import AutoencoderKL, DDIMScheduler, DDPMScheduler, UNet2DConditionModel
@@ -16,31 +18,36 @@ from torch.utils.data import TensorDataset
 from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.mnist.classifier import ClassifierTraining, DigitCNN
-from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplits
 from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
+from hynea_pl.zoo.mnist.data import DataConfig
+from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskews
 from hynea_pl.zoo.mnist.oracle import OracleTraining, oracle_network, oracle_role
 from hynea_pl.zoo.mnist.profiles import (
-    AutoencoderConfig, ClassifierConfig, DataConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
+    AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
 )
+from hynea_pl.zoo.splits import ImageSplits
 from hynea_pl.zoo.train import console, fit
 
-#: How the zoo classifiers expect their input: 1x32x32 in [0, 1], then (x - 0.5) / 0.5.
-CLASSIFIER_PREPROCESS = {"size": IMAGE_SIZE, "channels": 1, "mean": [0.5], "std": [0.5]}
+def classifier_preprocess(data: Any) -> dict:
+    """How the zoo's classifiers of a profile (its data config ``data``) expect their input: C x S x S in [0, 1],
+    then (x - 0.5) / 0.5 per channel."""
+    return {"size": data.image_size, "channels": data.channels, "mean": [0.5] * data.channels,
+            "std": [0.5] * data.channels}
 
 
-def classifier_init_args(cfg: ClassifierConfig) -> dict:
+def classifier_init_args(cfg: ClassifierConfig, data: Any) -> dict:
     return {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
-            "num_classes": NUM_CLASSES, "in_channels": 1, "image_size": IMAGE_SIZE}
+            "num_classes": data.num_classes, "in_channels": data.channels, "image_size": data.image_size}
 
 
-def train_classifier(cfg: ClassifierConfig, digits: DigitSplits, split: str, out: Path, role: str) -> DigitCNN:
-    """Train a DigitCNN on the digits of ``split`` and save ``model.safetensors`` + ``config.json`` (class path, init
+def train_classifier(cfg: ClassifierConfig, digits: ImageSplits, split: str, out: Path, role: str,
+                     data_config: Any) -> DigitCNN:
+    """Train a DigitCNN on the images of ``split`` and save ``model.safetensors`` + ``config.json`` (class path, init
     args, preprocessing, the split it trained on)."""
     data = digits[split]
     console.print(f"[bold]zoo[/]: training {role} (DigitCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
     torch.manual_seed(cfg.seed)
-    init_args = classifier_init_args(cfg)
+    init_args = classifier_init_args(cfg, data_config)
     model = DigitCNN(**init_args)
     module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
     seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
@@ -49,15 +56,16 @@ def train_classifier(cfg: ClassifierConfig, digits: DigitSplits, split: str, out
     save_file(model.state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
-        "preprocess": CLASSIFIER_PREPROCESS, "role": role, "data_split": split, "training": dataclasses.asdict(cfg),
+        "preprocess": classifier_preprocess(data_config), "role": role, "data_split": split,
+        "training": dataclasses.asdict(cfg),
         "build_s": seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     return model
 
 
-def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: DigitSplits, split: str, out: Path, name: str,
-                 data_config: DataConfig) -> None:
+def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split: str, out: Path, name: str,
+                 data_config: Any) -> None:
     """Train a validity-oracle member on the digits of ``split`` and save it like a classifier: ``model.safetensors``
     + ``config.json`` (class path, init args, preprocessing, role, split). The k-NN member has no weights: its
     ``config.json`` holds the recipe of its reference (``data_config``, the splits ``digits`` were cut by, ``split``
@@ -69,24 +77,33 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: DigitSplits, split
     if isinstance(cfg, KNNOracleConfig):
         console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
         class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
-            "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": NUM_CLASSES}
+            "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": data_config.num_classes,
+            **({} if deskews(cfg) else {"deskew": False})}
         extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,
-                               "knn": dataclasses.asdict(cfg)}}
+                               "knn": dataclasses.asdict(cfg), **_data_class(data_config)}}
     else:
-        model, class_path, init_args = oracle_network(cfg)
+        model, class_path, init_args = oracle_network(cfg, data_config)
         console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
         fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
             cfg.max_steps, cfg.seed, name=name)
         save_file(model.eval().state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": class_path, "init_args": init_args,
-        "preprocess": CLASSIFIER_PREPROCESS, "role": name, "oracle_role": oracle_role(name), "data_split": split,
+        "preprocess": classifier_preprocess(data_config), "role": name, "oracle_role": oracle_role(name), "data_split": split,
         "training": dataclasses.asdict(cfg), **extra, "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
 
 
-def train_autoencoder(cfg: AutoencoderConfig, digits: DigitSplits, split: str, out: Path) -> AutoencoderKL:
+def _data_class(data_config: Any) -> dict:
+    """A k-NN recipe's data config class, when it is not the MNIST digits' (which recipes have always implied)."""
+    if isinstance(data_config, DataConfig):
+        return {}
+    return {"data_class": f"{type(data_config).__module__}.{type(data_config).__qualname__}"}
+
+
+def train_autoencoder(cfg: AutoencoderConfig, digits: ImageSplits, split: str, out: Path,
+                      data_config: Any) -> AutoencoderKL:
     """Train the AutoencoderKL on the digits of ``split``, set ``scaling_factor`` to 1 / std of the training latents,
     save it."""
     data = digits[split]
@@ -94,10 +111,10 @@ def train_autoencoder(cfg: AutoencoderConfig, digits: DigitSplits, split: str, o
     torch.manual_seed(cfg.seed)
     n_blocks = len(cfg.block_out_channels)
     vae = AutoencoderKL(
-        in_channels=1, out_channels=1,
+        in_channels=data_config.channels, out_channels=data_config.channels,
         down_block_types=["DownEncoderBlock2D"] * n_blocks, up_block_types=["UpDecoderBlock2D"] * n_blocks,
         block_out_channels=list(cfg.block_out_channels), layers_per_block=cfg.layers_per_block,
-        latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=IMAGE_SIZE,
+        latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=data_config.image_size,
     )
     module = AutoencoderTraining(vae, cfg.lr, cfg.max_steps, cfg.l1_weight, cfg.kl_weight)
     seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed,
@@ -120,7 +137,8 @@ def inference_scheduler(cfg: DenoiserConfig) -> DDIMScheduler:
     )
 
 
-def train_denoiser(cfg: DenoiserConfig, digits: DigitSplits, split: str, vae_dir: Path, out: Path) -> None:
+def train_denoiser(cfg: DenoiserConfig, digits: ImageSplits, split: str, vae_dir: Path, out: Path,
+                   data_config: Any) -> None:
     """Train the class-conditional UNet on scaled autoencoder latents of the digits of ``split``; save a generator folder
     (``unet/``, ``class_embedding/``, ``scheduler/``, ``vae/``) that ``LatentDiffusionGenerator.from_pretrained`` loads."""
     console.print(f"[bold]zoo[/]: training ldm (UNet2DConditionModel {list(cfg.block_out_channels)}, {cfg.max_steps} steps)")
@@ -135,7 +153,7 @@ def train_denoiser(cfg: DenoiserConfig, digits: DigitSplits, split: str, vae_dir
         cross_attention_dim=cfg.cross_attention_dim, attention_head_dim=cfg.attention_head_dim,
         norm_num_groups=cfg.norm_num_groups,
     )
-    class_embedding = ClassEmbedding(num_classes=NUM_CLASSES, embedding_dim=cfg.cross_attention_dim)
+    class_embedding = ClassEmbedding(num_classes=data_config.num_classes, embedding_dim=cfg.cross_attention_dim)
     noise_scheduler = DDPMScheduler(
         num_train_timesteps=cfg.num_train_timesteps, beta_schedule=cfg.beta_schedule, prediction_type="epsilon"
     )

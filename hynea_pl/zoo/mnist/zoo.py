@@ -12,7 +12,7 @@ and the build time of the whole base zoo (a budget).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,10 +26,11 @@ from hynea_pl.zoo.mnist import train
 from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier
 from hynea_pl.zoo.mnist.embedder import DigitEmbedder, load_embedder
 from hynea_pl.zoo.mnist.gates import (
-    generate_digits, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
+    gate_advice, generate_digits, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
 )
 from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
-from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile, get_profile
+from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.mnist.realism import REALISM_K, REALISM_QUANTILE
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_component, component_paths, load_component
@@ -37,7 +38,7 @@ from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_compo
 #: The base zoo's members, in build order.
 COMPONENTS = ("sut", "embedder", "autoencoder", "ldm", *ORACLE_NAMES)
 
-#: The digits each member trains on (:data:`~hynea_pl.zoo.mnist.data.SPLITS`): the SUT its own; what a method may use
+#: The digits each member trains on (:data:`~hynea_pl.zoo.splits.SPLITS`): the SUT its own; what a method may use
 #: (the generator, the steering member) the method's; the judges and the realism test's embedder the judges'.
 TRAINING_SPLITS: dict[str, str] = {
     "sut": "sut", "embedder": "judges", "autoencoder": "method", "ldm": "method",
@@ -119,6 +120,22 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True, released
     return Zoo(profile, built.entries, built.manifest)
 
 
+def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: int | None = None,
+                     labels_csv: str | None = None, base: str = "full", settings: Sequence[str] = ()) -> Zoo:
+    """A zoo of the user's labelled images (:mod:`hynea_pl.zoo.folder`): ``source`` read into the cache, profile
+    ``name`` saved (the models and gates of the built-in profile ``base``, changed by ``settings``: ``KEY=VALUE``)
+    and built (every model trained, its gates measured). Bad data or a bad setting is a one-line error before any
+    training."""
+    from hynea_pl.zoo import folder
+
+    folder.check_name(name)
+    folder.folder_profile_from(name, folder.FolderDataConfig("-", size, 1, 2, ("a", "b")), base, settings)
+    store = folder.read_folder(source, size, channels, labels_csv)
+    train.console.print(f"[bold]zoo[/]: {folder.describe(store)}", soft_wrap=True)
+    profile = folder.save_folder_profile(name, folder.data_config_of(store), base, settings)
+    return build_zoo(profile, verbose=False, released=False)
+
+
 def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
     """The zoo of ``profile``; the first use builds it, showing each component's progress and the quality table."""
     return build_zoo(profile, verbose=True)
@@ -129,7 +146,8 @@ def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out:
     """The bundle's gates (:mod:`hynea_pl.zoo.mnist.gates`): the SUT on held-out, reconstructed and generated
     digits (grid saved to ``out/samples.png``), then the oracle members and the judges' unanimous vote."""
     zoo = Zoo(context.profile, context.deps, out)
-    samples = generate_digits(zoo.generator(), gates.generated_per_class, gates.sample_seed)
+    samples = generate_digits(zoo.generator(), gates.generated_per_class, gates.sample_seed,
+                              context.profile.data.num_classes)
     held_out = context.data.sut  # every split carries the same held-out test digits, which none trains on
     result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
                                  samples, held_out, out)
@@ -161,17 +179,20 @@ def _member(name: str, config: Callable[[ZooProfile], Any], train_fn: Callable[[
 # The trainers are looked up in :mod:`hynea_pl.zoo.mnist.train` at build time (tests replace them there).
 ZOO_COMPONENTS: tuple[Component, ...] = (
     _member("sut", lambda p: p.sut,
-            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["sut"], out, "sut"),
+            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["sut"], out, "sut",
+                                                           ctx.profile.data),
             load_classifier, "model.safetensors", description="the system under test: DigitCNN"),
     _member("embedder", lambda p: p.embedder,
-            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["embedder"], out, "embedder"),
+            lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["embedder"], out, "embedder",
+                                                           ctx.profile.data),
             load_embedder, "model.safetensors", description="the metric embedder: another DigitCNN's features"),
     _member("autoencoder", lambda p: p.autoencoder,
-            lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, TRAINING_SPLITS["autoencoder"], out),
+            lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, TRAINING_SPLITS["autoencoder"], out,
+                                                            ctx.profile.data),
             AutoencoderKL.from_pretrained, description="AutoencoderKL, 1x32x32 <-> 4x8x8 (diffusers folder)"),
     _member("ldm", lambda p: p.denoiser,
             lambda cfg, ctx, out: train.train_denoiser(cfg, ctx.data, TRAINING_SPLITS["ldm"], ctx.deps["autoencoder"],
-                                                       out),
+                                                       out, ctx.profile.data),
             load_generator, depends=("autoencoder",),
             description="class-conditional LDM on the autoencoder's latents (LatentDiffusionGenerator folder)"),
     *(_member(name, _oracle_config(name),
@@ -182,8 +203,9 @@ ZOO_COMPONENTS: tuple[Component, ...] = (
       for name in ORACLE_NAMES),
     Component(name=BASE_ZOO, train_configs=None, gate_configs=lambda p: p.gates, train=None,
               measure=measure_base_zoo, load=None, depends=COMPONENTS, gate_inputs=lambda p: (p.sampler,),
+              advice=gate_advice,
               description="the MNIST base zoo: its members gated together"),
 )
 
-__all__ = ["COMPONENTS", "ZOO_COMPONENTS", "Zoo", "build_zoo", "entry_paths", "load_generator", "load_zoo",
+__all__ = ["COMPONENTS", "ZOO_COMPONENTS", "Zoo", "build_folder_zoo", "build_zoo", "entry_paths", "load_generator", "load_zoo",
            "measure_base_zoo"]

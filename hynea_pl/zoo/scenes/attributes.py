@@ -49,7 +49,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hynea_pl.suts.preprocess import Preprocess
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit, random_shift
+from hynea_pl.zoo.mnist.data import NUM_CLASSES, random_shift
+from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.mnist.oracle import OracleNet, augment
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
@@ -196,7 +197,7 @@ class AttributeTraining(L.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 
-def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, digits: DigitSplit,
+def _train_and_save(name: str, network: nn.Module, init_args: dict, cfg, augment_fn, digits: ImageSplit,
                     out: Path) -> nn.Module:
     """Draw ``cfg.n_scenes`` training scenes from ``digits``, fit ``network``, save ``model.safetensors`` +
     ``config.json``."""

@@ -27,7 +27,8 @@ from torch import Tensor
 
 from hynea_pl.scene_layout import (DIGIT_SIDE, SceneConfig, digit_count, digit_crops, digit_side, ink_box, place_digit,
                                    randint)
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.data import NUM_CLASSES
+from hynea_pl.zoo.splits import ImageSplit
 
 @dataclass(frozen=True)
 class DigitScenes:
@@ -94,7 +95,7 @@ def make_scenes(digits: Tensor, labels: Tensor, n: int, seed: int, cfg: SceneCon
     return DigitScenes(torch.stack(images) if images else torch.zeros(0, 1, cfg.size, cfg.size), boxes, classes)
 
 
-def scene_split(data: DigitSplit, n_train: int, n_test: int, seed: int,
+def scene_split(data: ImageSplit, n_train: int, n_test: int, seed: int,
                 cfg: SceneConfig = SceneConfig()) -> tuple[DigitScenes, DigitScenes]:
     """Training scenes from the training digits and held-out scenes from the held-out digits (no digit image is in
     both), drawn from ``seed`` and ``seed + 1``."""

@@ -49,7 +49,7 @@ import torch
 from torchvision.ops import box_iou
 
 from hynea_pl._offline import apply_offline_defaults
-from hynea_pl.zoo.mnist.data import DigitSplit
+from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
 from hynea_pl.zoo.scenes.data import DigitScenes, SceneConfig, make_scenes, scene_split
@@ -139,14 +139,14 @@ def ultralytics_session() -> Iterator[None]:
         random.setstate(rng[2])
 
 
-def training_scenes(cfg: DetectorConfig, data: DigitSplit) -> tuple[DigitScenes, DigitScenes]:
+def training_scenes(cfg: DetectorConfig, data: ImageSplit) -> tuple[DigitScenes, DigitScenes]:
     """``(train, val)`` scenes, both from the training digits (seeds ``scene_seed`` and ``scene_seed + 2``)."""
     train = make_scenes(data.train_images, data.train_labels, cfg.n_train, cfg.scene_seed, cfg.scenes)
     val = make_scenes(data.train_images, data.train_labels, cfg.n_val, cfg.scene_seed + 2, cfg.scenes)
     return train, val
 
 
-def held_out_scenes(cfg: DetectorConfig, data: DigitSplit, n: int) -> DigitScenes:
+def held_out_scenes(cfg: DetectorConfig, data: ImageSplit, n: int) -> DigitScenes:
     """``n`` scenes of the held-out digits: the held-out half of ``scene_split(data, ., n, scene_seed)``."""
     return scene_split(data, 0, n, cfg.scene_seed, cfg.scenes)[1]
 

@@ -26,7 +26,8 @@ from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
 from hynea_pl.zoo.mnist.classifier import accuracy
-from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES, DigitSplit
+from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES
+from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.mnist.gates import probabilities
 from hynea_pl.zoo.mnist.zoo import load_zoo
 from hynea_pl.zoo.quality import Gate
@@ -87,7 +88,7 @@ def train_stylegan(cfg: StyleGANConfig, context: BuildContext, out: Path) -> Sty
 
     train.console.print(f"[bold]zoo[/]: training stylegan (synthesis {list(cfg.channels)}, "
                         f"{cfg.max_steps} steps of batch {cfg.batch_size})")
-    data: DigitSplit = context.data.method  # a method's generator: the method's digits
+    data: ImageSplit = context.data.method  # a method's generator: the method's digits
     torch.manual_seed(cfg.seed)
     generator = StyleGenerator(cfg.z_dim, cfg.w_dim, NUM_CLASSES, IMAGE_SIZE, 1, cfg.channels, cfg.mapping_layers,
                                cfg.mapping_lr_multiplier)

@@ -1,0 +1,242 @@
+"""Zoo profiles of the user's own labelled images: ``python -m hynea_pl zoo build --data PATH --name NAME``.
+
+A folder (the ``ImageFolder`` layout ``PATH/<class>/<file>``, or a CSV of ``file,label``) is read once into an image
+store in the cache (:mod:`hynea_pl.data.image_store`: uint8, memory-mapped, ``zoo/data/<fingerprint>/``), cut into
+the zoo's splits per class (:mod:`hynea_pl.zoo.splits`: ``held_out``, ``sut``, ``method``, ``judges``) and trained
+with the same code, configs and gates as the MNIST profiles: a built-in profile (``full`` or ``tiny``) is the base
+whose model and gate configs it takes, with the changes :data:`FOLDER_DEFAULTS` makes for images other than digits
+and any ``--set KEY=VALUE``. The profile is saved as ``zoo/profiles/<NAME>.json``, so that ``zoo://NAME/...`` and
+``ZooOracle(profile=NAME)`` find it in any later process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hynea_pl.data.image_store import (
+    ImageStore, check_class_counts, image_folder_fingerprint, listed_labels, open_image_store, stratified_splits,
+    write_image_store,
+)
+from hynea_pl.zoo.cache import zoo_dir
+from hynea_pl.zoo.mnist.profiles import PROFILES, GateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
+
+#: the fraction of each class's images in each split, in the order they are cut (held out first)
+SPLIT_FRACTIONS: dict[str, float] = {"held_out": 0.15, "sut": 0.25, "method": 0.30, "judges": 0.30}
+#: the fewest images of a class the splits accept (a few per split, so that every model sees the class)
+MIN_PER_CLASS = 12
+#: profile names: lower-case letters, digits, ``-`` and ``_`` (they name cache folders and ``zoo://`` URIs)
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+#: The gates of a profile built from a folder on the ``full`` base. Any domain, so lower than the digits' (an
+#: MNIST folder passes the digits' own); the build prints each value beside its threshold, and ``--set
+#: gates.NAME=VALUE`` changes one.
+FOLDER_GATES = GateConfig(
+    sut_accuracy=0.80, oracle_accuracy=0.80, knn_accuracy=0.60, reconstruction_accuracy=0.75,
+    generated_accuracy=0.70, verdict_ceiling=0.60, max_build_s=1500.0,
+)
+
+
+@dataclass(frozen=True)
+class FolderDataConfig:
+    """A folder profile's images: its image store (by ``fingerprint``), their size, channels and classes, and each
+    split's fraction of every class (cut from one seeded permutation per class). Every field is part of every
+    model's cache key, so that new images train new models."""
+
+    fingerprint: str
+    image_size: int
+    channels: int
+    num_classes: int
+    class_names: tuple[str, ...]
+    held_out: float = SPLIT_FRACTIONS["held_out"]
+    sut: float = SPLIT_FRACTIONS["sut"]
+    method: float = SPLIT_FRACTIONS["method"]
+    judges: float = SPLIT_FRACTIONS["judges"]
+    split_seed: int = 0
+
+    def read_splits(self) -> ImageSplits:
+        """The folder's training splits, each with the held-out images."""
+        return folder_splits(self)
+
+    def read_held_out(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The held-out images and their classes."""
+        return folder_held_out(self)
+
+
+def store_path(fingerprint: str) -> Path:
+    """The cache folder of the image store with ``fingerprint``."""
+    return zoo_dir() / "data" / fingerprint
+
+
+def profile_path(name: str) -> Path:
+    return zoo_dir() / "profiles" / f"{name}.json"
+
+
+@functools.lru_cache(maxsize=2)
+def _split_indices(data: FolderDataConfig) -> tuple[ImageStore, dict[str, torch.Tensor]]:
+    store = open_image_store(store_path(data.fingerprint))
+    fractions = {name: getattr(data, name) for name in ("held_out", *SPLITS)}
+    return store, stratified_splits(store.labels, fractions, data.split_seed, store.class_names)
+
+
+def folder_held_out(data: FolderDataConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The held-out images ``(N, C, S, S)`` in [0, 1] and their classes ``(N,)``: no model trains on them."""
+    store, index = _split_indices(data)
+    return store.float_images(index["held_out"]), store.labels[index["held_out"]]
+
+
+def folder_splits(data: FolderDataConfig) -> ImageSplits:
+    """The folder's training splits, each with the held-out images."""
+    store, index = _split_indices(data)
+    test_images, test_labels = folder_held_out(data)
+    return ImageSplits(**{name: ImageSplit(store.float_images(index[name]), store.labels[index[name]], test_images,
+                                           test_labels) for name in SPLITS})
+
+
+# ------------------------------------------------------------------------------------------- the profile
+def _set(config: Any, path: Sequence[str], value: str, key: str) -> Any:
+    """``config`` (a dataclass, or a dict of them) with the field at ``path`` set to ``value`` (parsed as JSON,
+    else kept as text)."""
+    head, rest = path[0], path[1:]
+    if isinstance(config, dict):
+        if head not in config:
+            raise ValueError(f"--set {key}: no {head!r} here; choose one of {sorted(config)}")
+        return {**config, head: _set(config[head], rest, value, key) if rest else _parse(value)}
+    fields = {field.name for field in dataclasses.fields(config)}
+    if head not in fields:
+        raise ValueError(f"--set {key}: {type(config).__name__} has no field {head!r}; choose one of {sorted(fields)}")
+    new = _set(getattr(config, head), rest, value, key) if rest else _parse(value)
+    if isinstance(getattr(config, head), tuple) and isinstance(new, list):
+        new = tuple(new)
+    return dataclasses.replace(config, **{head: new})
+
+
+def _parse(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def apply_settings(profile: ZooProfile, settings: Sequence[str]) -> ZooProfile:
+    """``profile`` with each ``KEY=VALUE`` of ``settings`` set (``denoiser.max_steps=1600``,
+    ``gates.verdict_ceiling=0.5``, ``oracles.oracle-1.max_steps=900``); a bad key is a one-line error."""
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set takes KEY=VALUE (e.g. denoiser.max_steps=1600), got {setting!r}")
+        path = key.split(".")
+        if path[0] in ("name", "data"):
+            raise ValueError(f"--set {key}: the profile's name and data come from --name and --data")
+        profile = _set(profile, path, value, key)
+    return profile
+
+
+def folder_profile_from(name: str, data: FolderDataConfig, base: str = "full",
+                        settings: Sequence[str] = ()) -> ZooProfile:
+    """The profile ``name`` of ``data`` on the built-in profile ``base``: its model configs, the k-NN judge on pixels
+    (no deskewing: a digit's slant means nothing elsewhere), the gates :data:`FOLDER_GATES` (``full``; ``tiny``
+    keeps its own: none enforced), then ``settings``."""
+    if base not in PROFILES:
+        raise ValueError(f"unknown base profile {base!r}; choose one of {sorted(PROFILES)}")
+    template = PROFILES[base]
+    knn = template.oracles["judge-knn"]
+    oracles = {**template.oracles, "judge-knn": PixelKNNOracleConfig(**dataclasses.asdict(knn))}
+    gates = FOLDER_GATES if base == "full" else template.gates
+    profile = dataclasses.replace(template, name=name, data=data, oracles=oracles, gates=gates)
+    return apply_settings(profile, settings)
+
+
+def save_folder_profile(name: str, data: FolderDataConfig, base: str, settings: Sequence[str]) -> ZooProfile:
+    """Check, then save the recipe of profile ``name`` (``zoo/profiles/<name>.json``) and return the profile."""
+    profile = folder_profile_from(name, data, base, settings)
+    path = profile_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    recipe = {"name": name, "base": base, "settings": list(settings), "data": dataclasses.asdict(data)}
+    path.write_text(json.dumps(recipe, indent=1) + "\n")
+    return profile
+
+
+def describe(store: ImageStore) -> str:
+    """One line on a store: its images, classes, size and what was skipped or converted."""
+    counts = torch.bincount(store.labels, minlength=store.num_classes).tolist()
+    notes = [f"skipped {dict(store.skipped)}" if store.skipped else "",
+             f"converted {dict(store.converted)}" if store.converted else ""]
+    line = (f"{len(store)} images of {store.num_classes} classes ({store.channels} x {store.image_size} x "
+            f"{store.image_size}; fewest {min(counts)}, most {max(counts)} per class)")
+    return "; ".join([line, *(note for note in notes if note)])
+
+
+def folder_profile(name: str) -> ZooProfile | None:
+    """The saved profile ``name``, or ``None`` when there is none."""
+    path = profile_path(name)
+    if not path.is_file():
+        return None
+    recipe = json.loads(path.read_text())
+    data = FolderDataConfig(**{**recipe["data"], "class_names": tuple(recipe["data"]["class_names"])})
+    return folder_profile_from(name, data, recipe["base"], recipe["settings"])
+
+
+def folder_profile_names() -> list[str]:
+    """The saved folder profiles."""
+    folder = zoo_dir() / "profiles"
+    return sorted(path.stem for path in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def check_name(name: str) -> str:
+    if name in PROFILES:
+        raise ValueError(f"--name {name}: a built-in profile has that name; choose another")
+    if not NAME.fullmatch(name):
+        raise ValueError(f"--name {name!r}: use 1-40 lower-case letters, digits, '-' or '_' (it names cache folders)")
+    return name
+
+
+def read_folder(source: str | Path, size: int, channels: int | None = None,
+                labels_csv: str | None = None) -> ImageStore:
+    """The image store of ``source`` in the cache: written on first use (or when its files changed, showing its
+    progress), read again otherwise (its fingerprint comes from the file list, sizes and times). Refuses data that
+    cannot train a zoo (:class:`~hynea_pl.data.image_store.BadImageData`, one line), including a class with fewer
+    than :data:`MIN_PER_CLASS` images."""
+    from hynea_pl.progress import StepProgress
+    from hynea_pl.zoo.train import console
+
+    needed = f"the zoo's splits {', '.join(SPLIT_FRACTIONS)} need them"
+    labels, names = listed_labels(source, labels_csv)
+    check_class_counts(labels, names, MIN_PER_CLASS, needed)  # before reading: the listed files
+    fingerprint = image_folder_fingerprint(source, size, channels, labels_csv)
+    path = store_path(fingerprint)
+    if not (path / "meta.json").is_file():
+        with StepProgress(f"zoo: reading {source}", 0, unit="image", console=console) as progress:
+            def advance(done: int, total: int) -> None:
+                progress.set_total(total)
+                progress.update(done - progress.completed)
+
+            written = write_image_store(source, zoo_dir() / "data" / f"incoming-{fingerprint}", size, channels,
+                                        labels_csv, advance)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not (path / "meta.json").is_file():
+            written.path.rename(path)
+    store = open_image_store(path)
+    check_class_counts(store, None, MIN_PER_CLASS, needed)  # after: the images read
+    return store
+
+
+def data_config_of(store: ImageStore) -> FolderDataConfig:
+    return FolderDataConfig(fingerprint=store.fingerprint, image_size=store.image_size, channels=store.channels,
+                            num_classes=store.num_classes, class_names=tuple(store.class_names))
+
+
+__all__ = [
+    "FOLDER_GATES", "FolderDataConfig", "MIN_PER_CLASS", "SPLIT_FRACTIONS", "apply_settings", "check_name",
+    "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
+    "folder_splits", "read_folder", "save_folder_profile", "store_path",
+]
