@@ -20,9 +20,9 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 # the demo: HyNeA on one test case per digit class (the config selects 3 per class: drop the override for all 30),
-# the ten cases adapting together in one batch (docs/guide.md#batched-cases)
+# five cases adapting together at a time (docs/guide.md#batched-cases)
 demo: install
-	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml --cases.n_per_class 1 --cases.batch_size 10
+	$(BIN)/python -m hynea_pl fit --config configs/mnist.yaml --cases.n_per_class 1 --cases.batch_size 5
 
 # HyNeA from 30 held-out real digits instead of generated origins (docs/guide.md#starting-from-your-own-images)
 demo-real: install
