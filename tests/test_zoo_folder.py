@@ -14,6 +14,7 @@ from synthetic_images import write_shapes
 from hynea_pl.cli import main
 from hynea_pl.zoo import get_profile, load_zoo, resolve_zoo_uri
 from hynea_pl.zoo.folder import FolderDataConfig, apply_settings, folder_profile_names
+from hynea_pl.zoo.splits import SPLITS, load_splits
 
 #: three shapes at 16 px on the tiny base, with steps enough for the generator to draw them and the SUT and the
 #: steering model to read them (the origins must be read as their class)
@@ -47,6 +48,11 @@ def test_a_folder_trains_a_profile_that_loads_by_uri_and_runs_a_campaign(channel
     profile = get_profile("shapes")
     assert isinstance(profile.data, FolderDataConfig)
     assert (profile.data.num_classes, profile.data.channels, profile.data.image_size) == (CLASSES, channels, 16)
+    splits = load_splits(profile.data)
+    for name in SPLITS:  # each split in a random order: a model that takes its first n images sees every class
+        labels = splits[name].train_labels
+        assert not torch.equal(labels, labels.sort().values), name
+        assert set(labels[:20].tolist()) == set(range(CLASSES)), name
     zoo = load_zoo("shapes")
     names = {gate["name"] for gate in zoo.quality["gates"]}
     assert {"sut_accuracy", "generated_accuracy", "verdict_ceiling", "judge-knn_accuracy"} <= names

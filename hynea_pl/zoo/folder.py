@@ -83,9 +83,13 @@ def profile_path(name: str) -> Path:
 
 @functools.lru_cache(maxsize=2)
 def _split_indices(data: FolderDataConfig) -> tuple[ImageStore, dict[str, torch.Tensor]]:
+    """Each split's indices into the store, in a seeded random order (as the MNIST splits are): the store lists
+    the images class by class, and a model that takes the first ``n`` of a split must see every class."""
     store = open_image_store(store_path(data.fingerprint))
     fractions = {name: getattr(data, name) for name in ("held_out", *SPLITS)}
-    return store, stratified_splits(store.labels, fractions, data.split_seed, store.class_names)
+    splits = stratified_splits(store.labels, fractions, data.split_seed, store.class_names)
+    order = torch.Generator().manual_seed(data.split_seed)
+    return store, {name: index[torch.randperm(len(index), generator=order)] for name, index in splits.items()}
 
 
 def folder_held_out(data: FolderDataConfig) -> tuple[torch.Tensor, torch.Tensor]:
