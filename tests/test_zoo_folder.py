@@ -126,6 +126,8 @@ def test_a_bad_name_or_setting_is_one_line(cache, tmp_path, capsys):
     assert "max_stepz" in capsys.readouterr().err
     assert main(["zoo", "build", "--data", str(data)]) == 2
     assert "--name" in capsys.readouterr().err
+    assert main(["zoo", "build", "--data", str(data), "--name", "mine", "--size", "20"]) == 2
+    assert "multiple of 8" in capsys.readouterr().err
 
 
 def test_settings_change_a_field_and_its_type():

@@ -129,6 +129,9 @@ def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: in
     from hynea_pl.zoo import folder
 
     folder.check_name(name)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
+        raise ValueError(f"--size {size}: use a multiple of 8 from 16 (the autoencoder and the denoiser halve it "
+                         "three times); on a CPU keep it <= 64")
     folder.folder_profile_from(name, folder.FolderDataConfig("-", size, 1, 2, ("a", "b")), base, settings)
     store = folder.read_folder(source, size, channels, labels_csv)
     train.console.print(f"[bold]zoo[/]: {folder.describe(store)}", soft_wrap=True)
