@@ -145,7 +145,7 @@ def apply_settings(profile: ZooProfile, settings: Sequence[str]) -> ZooProfile:
     return profile
 
 
-def folder_profile_from(name: str, data: FolderDataConfig, base: str = "full",
+def folder_profile_from(name: str, data: FolderDataConfig | None, base: str = "full",
                         settings: Sequence[str] = ()) -> ZooProfile:
     """The profile ``name`` of ``data`` on the built-in profile ``base``: its model configs, the k-NN judge on pixels
     (no deskewing: a digit's slant means nothing elsewhere), the gates :data:`FOLDER_GATES` (``full``; ``tiny``

@@ -312,7 +312,7 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
         if verbose or failed:
             train.console.print(quality_table(title, quality["gates"]))
         if failed:
-            advice = getattr(component, "advice", None) or (lambda name: "")
+            advice = component.advice or (lambda name: "")
             missed = "; ".join(f"{g.name} {g.value:.3g} {'<' if g.higher_is_better else '>'} {g.threshold:g}"
                                + (f" ({advice(g.name)})" if advice(g.name) else "") for g in failed)
             raise ZooQualityError(f"zoo {what} missed its quality gates: {missed}")

@@ -132,7 +132,7 @@ def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: in
     if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
         raise ValueError(f"--size {size}: use a multiple of 8 from 16 (the autoencoder and the denoiser halve it "
                          "three times); on a CPU keep it <= 64")
-    folder.folder_profile_from(name, folder.FolderDataConfig("-", size, 1, 2, ("a", "b")), base, settings)
+    folder.folder_profile_from(name, None, base, settings)  # a bad base or setting: one line before reading
     store = folder.read_folder(source, size, channels, labels_csv)
     train.console.print(f"[bold]zoo[/]: {folder.describe(store)}", soft_wrap=True)
     profile = folder.save_folder_profile(name, folder.data_config_of(store), base, settings)
