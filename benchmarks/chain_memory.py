@@ -112,7 +112,7 @@ def _load_tiny_components() -> Any:
 
 
 def build_tiny(device: torch.device) -> Setup:
-    """The test suite's tiny class-conditional LDM (latents 4x8x8, images 1x32x32, CFG 3) and random DigitCNN SUT."""
+    """The test suite's tiny class-conditional LDM (latents 4x8x8, images 1x32x32, CFG 3) and random SmallCNN SUT."""
     tiny = _load_tiny_components()
     with device:
         generator = tiny.tiny_generator(guidance_scale=3.0)
@@ -134,10 +134,10 @@ def sd_vae(sample_size: int) -> nn.Module:
 
 def small_sut(num_classes: int = 1000) -> ClassifierSUT:
     """A random small conv net on the decoded RGB image resized to 64 px: ``(B, 3, H, W) -> (B, num_classes)``."""
-    from hynea_pl.zoo.mnist.classifier import DigitCNN
+    from hynea_pl.zoo.labelled.classifier import SmallCNN
 
     torch.manual_seed(0)
-    model = DigitCNN(channels=(8, 16), hidden=32, num_classes=num_classes, in_channels=3, image_size=64, dropout=0.0)
+    model = SmallCNN(channels=(8, 16), hidden=32, num_classes=num_classes, in_channels=3, image_size=64, dropout=0.0)
     return ClassifierSUT(model, preprocess=Preprocess(size=64, channels=3, mean=[0.5] * 3, std=[0.5] * 3))
 
 

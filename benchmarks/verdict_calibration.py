@@ -18,14 +18,14 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records
 from hynea_pl.zoo import load_zoo
-from hynea_pl.evaluation.ceiling import read_real_images
-from hynea_pl.zoo.mnist.classifier import normalize
-from hynea_pl.zoo.mnist.gates import generate_digits
-from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
-from hynea_pl.zoo.mnist.realism import ZooTypicality, held_out_split
+from hynea_pl.zoo.labelled.classifier import normalize
+from hynea_pl.zoo.labelled.gates import generate_images
+from hynea_pl.zoo.labelled.oracle_sut import ZooOracle
+from hynea_pl.zoo.labelled.realism import ZooTypicality, held_out_split
 
 
 def run_results(run: Path) -> torch.Tensor:
@@ -44,7 +44,7 @@ def main() -> None:
     zoo = load_zoo(options.profile)
     held_out, held_out_labels = held_out_split(options.profile)  # the realism reference, never trained on
     judges = ZooOracle(options.profile, "judges")
-    generated, classes = generate_digits(zoo.generator(), options.per_class, options.seed)
+    generated, classes = generate_images(zoo.generator(), options.per_class, options.seed)
 
     table = Table(title=f"verdict calibration, zoo profile {options.profile}")
     for column in ("check", "held-out real digits", f"generated digits ({len(classes)})"):

@@ -73,7 +73,8 @@ def _zoo(args: list[str]) -> int:
         raise ValueError("--name, --set and --labels-csv go with --data PATH (a profile of your own images)")
     if options.action == "release":
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
-        from hynea_pl.zoo.released import RELEASED, release as write_release
+        from hynea_pl.zoo.released import RELEASED
+        from hynea_pl.zoo.released import release as write_release
 
         build_zoo(options.profile, verbose=False)
         names = write_release(cache_folders(options.profile, [BASE_ZOO]))
@@ -106,7 +107,7 @@ def _zoo_from_folder(options: argparse.Namespace) -> int:
     """``zoo build --data PATH --name NAME``: a profile of the user's images, trained and gated."""
     from rich.console import Console
 
-    from hynea_pl.zoo.mnist.zoo import build_folder_zoo
+    from hynea_pl.zoo.labelled.zoo import build_folder_zoo
     from hynea_pl.zoo.quality import quality_table
 
     if not options.name:

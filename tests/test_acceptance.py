@@ -18,9 +18,9 @@ from hynea_pl.campaign import Campaign, run_campaign
 from hynea_pl.campaign.config import parse_config
 from hynea_pl.campaign.validation import check_verdict_independent
 from hynea_pl.methods.acceptance import AcceptanceTest
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
+from hynea_pl.zoo.labelled.knn import gaussian_blur
 from hynea_pl.zoo.mnist.data import load_digits
-from hynea_pl.zoo.mnist.knn import gaussian_blur
 from hynea_pl.zoo.profiles import get_profile
 
 
@@ -82,7 +82,7 @@ class RejectsUntil(nn.Module):
 
 
 def test_the_search_goes_on_past_a_rejected_flip():
-    sut = ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=2)
+    sut = ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2)
     acceptance = RejectsUntil(2)
     case = make_case(sut=sut, acceptance=acceptance)
     trainer = make_trainer(10, [FlipEarlyStopping()])
@@ -151,7 +151,7 @@ def test_a_method_model_that_learnt_from_the_verdicts_data_is_refused():
 
 
 def test_the_zoo_acceptance_fitted_on_the_judges_digits_is_refused(tiny_zoo, tmp_path):
-    acceptance = ["--model.init_args.acceptance", "hynea_pl.zoo.mnist.acceptance.ZooAcceptance",
+    acceptance = ["--model.init_args.acceptance", "hynea_pl.zoo.labelled.acceptance.ZooAcceptance",
                   "--model.init_args.acceptance.init_args.profile", "tiny"]
     campaign = Campaign.from_config(parse_config(attempts_args(tmp_path, "ok", *acceptance)))
     assert campaign.method_models["acceptance"].training_data == {"zoo-digits:method"}

@@ -14,7 +14,7 @@ from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import ClassifierSUT, Preprocess
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 CASE = {"origin_class": 3, "seed": 5}
 
@@ -50,7 +50,7 @@ class SwitchSUT(CountingSUT):
 
 def counting_sut(cls: type = CountingSUT) -> ClassifierSUT:
     torch.manual_seed(0)
-    model = DigitCNN(channels=(4, 8), hidden=16, dropout=0.0)
+    model = SmallCNN(channels=(4, 8), hidden=16, dropout=0.0)
     return cls(model, preprocess=Preprocess(size=32, channels=1, mean=[0.5], std=[0.5]))
 
 

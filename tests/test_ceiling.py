@@ -80,8 +80,8 @@ def test_the_mnist_digits_are_all_70000_with_the_standard_test_set():
 def test_the_splits_are_disjoint_and_the_held_out_digits_are_never_trained_on(profile):
     """Each training split (the SUT's, the method's, the judges') shares no digit with another, nor with the held-out
     test digits: the realism reference and every calibration."""
+    from hynea_pl.zoo.labelled.realism import held_out_split
     from hynea_pl.zoo.profiles import get_profile
-    from hynea_pl.zoo.mnist.realism import held_out_split
 
     data = get_profile(profile).data
     splits = load_digits(data)
@@ -101,8 +101,8 @@ def test_the_splits_are_disjoint_and_the_held_out_digits_are_never_trained_on(pr
 def test_each_zoo_member_trains_on_its_own_split():
     """The SUT on its own digits, what a method may use on the method's, the judges and the realism embedder on the
     judges' (a judge never learns from the digits a method's models learnt from)."""
-    from hynea_pl.zoo.mnist.oracle import ORACLE_ROLES
-    from hynea_pl.zoo.mnist.zoo import COMPONENTS, TRAINING_SPLITS
+    from hynea_pl.zoo.labelled.oracle import ORACLE_ROLES
+    from hynea_pl.zoo.labelled.zoo import COMPONENTS, TRAINING_SPLITS
 
     assert set(TRAINING_SPLITS) == set(COMPONENTS)
     assert TRAINING_SPLITS["sut"] == "sut"

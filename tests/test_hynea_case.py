@@ -9,7 +9,7 @@ from tiny_components import NaNAfterOriginSUT, ScriptedFlipSUT, tiny_generator, 
 
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods import HyNeACase, NonFiniteLossError
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 
 def make_trainer(max_steps: int, callbacks: list | None = None) -> L.Trainer:
@@ -49,7 +49,7 @@ def test_fresh_case_reproduces_the_origin_before_any_update():
 
 
 def test_flip_early_stopping_stops_at_the_exact_step():
-    sut = ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    sut = ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=3)
     stopper = FlipEarlyStopping()
     case = make_case(sut=sut)
     trainer = make_trainer(10, [stopper])
@@ -112,7 +112,7 @@ def test_learning_rate_follows_one_cycle_every_step():
 
 
 def test_non_finite_loss_raises_a_named_error():
-    sut = NaNAfterOriginSUT(DigitCNN(channels=(4, 8), hidden=16))
+    sut = NaNAfterOriginSUT(SmallCNN(channels=(4, 8), hidden=16))
     with pytest.raises(NonFiniteLossError, match="step 1"):
         make_trainer(3).fit(make_case(sut=sut))
 
@@ -151,7 +151,7 @@ def test_the_sut_reads_the_image_as_saved_during_the_search():
     class Recording(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.net = DigitCNN(channels=(4, 8), hidden=16)
+            self.net = SmallCNN(channels=(4, 8), hidden=16)
 
         def forward(self, images):
             seen.append(images.detach())
@@ -174,7 +174,7 @@ class ScriptedMarginSUT(ScriptedFlipSUT):
 
 @pytest.mark.parametrize(("stop_margin", "found_at"), [(0.0, 3), (2.5, 5)])
 def test_stop_margin_waits_until_the_sut_is_that_far_past_its_boundary(stop_margin, found_at):
-    sut = ScriptedMarginSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    sut = ScriptedMarginSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=3)
     case = make_case(sut=sut, stop_margin=stop_margin)
     trainer = make_trainer(10, [FlipEarlyStopping()])
     trainer.fit(case)
@@ -184,7 +184,7 @@ def test_stop_margin_waits_until_the_sut_is_that_far_past_its_boundary(stop_marg
 def test_stop_margin_ratio_scales_with_the_origins_own_margin():
     """The scripted SUT holds the origin by 2 logits: a ratio of 1.25 asks for 2.5 past the boundary, as stop_margin
     2.5 does; the same ratio on a SUT twice as sure of its origin would ask for twice as much."""
-    sut = ScriptedMarginSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=3)
+    sut = ScriptedMarginSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=3)
     case = make_case(sut=sut, stop_margin_ratio=1.25)
     trainer = make_trainer(10, [FlipEarlyStopping()])
     trainer.fit(case)

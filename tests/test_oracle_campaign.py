@@ -9,12 +9,12 @@ import pytest
 from test_cli import tiny_args
 
 from hynea_pl.cli import main
-from hynea_pl.verdicts import VERDICTS
 from hynea_pl.schema import read_records
+from hynea_pl.verdicts import VERDICTS
 
 #: The tiny zoo's judges (tiny_args points the config's oracle at them) and its steering member.
 JUDGE: list[str] = []
-STEER = ["--model.init_args.reference", "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
+STEER = ["--model.init_args.reference", "hynea_pl.zoo.labelled.oracle_sut.ZooOracle",
          "--model.init_args.reference.init_args.profile", "tiny"]
 
 
@@ -42,8 +42,8 @@ def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failur
 
 
 def test_the_verdict_ceiling_is_known_only_for_the_verdict_that_measured_it(tiny_zoo):
-    from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
-    from hynea_pl.zoo.mnist.realism import ZooTypicality
+    from hynea_pl.zoo.labelled.oracle_sut import ZooOracle
+    from hynea_pl.zoo.labelled.realism import ZooTypicality
 
     judges, realism = ZooOracle("tiny", "judges"), ZooTypicality("tiny")
     measured = {gate["name"]: gate["value"] for gate in tiny_zoo.quality["gates"]}["verdict_ceiling"]

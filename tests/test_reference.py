@@ -12,28 +12,28 @@ from tiny_components import ScriptedFlipSUT, ThirdClassSUT, tiny_generator, tiny
 
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 
 def reads_a_third_class() -> ThirdClassSUT:
     torch.manual_seed(1)
-    return ThirdClassSUT(DigitCNN(channels=(4, 8), hidden=16))
+    return ThirdClassSUT(SmallCNN(channels=(4, 8), hidden=16))
 
 
 def test_hynea_stops_only_when_the_sut_reaches_its_target_and_the_reference_keeps_the_origin():
-    kept = make_case(ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=2), reference=tiny_sut(seed=3))
+    kept = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=tiny_sut(seed=3))
     stopper = FlipEarlyStopping()
     make_trainer(6, [stopper]).fit(kept)
     assert stopper.flipped_at == 2 and kept.result.found and kept.result.step == 2
     # a reference that reads every image after the origin as another class never agrees: no step is found
-    lost = make_case(ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class())
+    lost = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class())
     stopper = FlipEarlyStopping()
     make_trainer(4, [stopper]).fit(lost)
     assert stopper.flipped_at is None and not lost.result.found and lost.sut_evals == 4
     assert lost.record_diagnostics()["reference_origin_label"] == 0
     assert lost.record_diagnostics()["reference_result_label"] == 2
     # reference_stop: false keeps the reference out of the stop rule
-    free = make_case(ScriptedFlipSUT(DigitCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class(),
+    free = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class(),
                      reference_stop=False)
     stopper = FlipEarlyStopping()
     make_trainer(4, [stopper]).fit(free)
@@ -63,7 +63,7 @@ def test_stop_on_flip_accepts_any_class_but_the_origins():
 
 def test_differential_sinvad_needs_the_sut_to_leave_what_the_reference_keeps():
     sut = counting_sut(SwitchSUT)  # origin class 0, every individual class 1
-    reference = counting_sut()  # a random DigitCNN: some label c on the origin
+    reference = counting_sut()  # a random SmallCNN: some label c on the origin
     case = SINVADCase(tiny_generator(num_inference_steps=1), sut, reference=reference, population_size=4,
                       survivors=2, origin_class=3, seed=5)
     assert case.method_name == "sinvad-differential"

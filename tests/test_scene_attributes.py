@@ -12,7 +12,7 @@ import torch
 from tiny_zoo import install
 
 from hynea_pl.suts import BinaryAttributeSUT
-from hynea_pl.zoo.mnist.oracle import OracleNet
+from hynea_pl.zoo.labelled.oracle import OracleNet
 from hynea_pl.zoo.registry import build_component, get_component
 from hynea_pl.zoo.scenes import attributes as sa
 
@@ -104,7 +104,7 @@ def test_sut_and_oracle_differ_in_architecture_and_weights(built):
     assert set(sut.network.state_dict()) != set(oracle.network.state_dict())
     configs = {name: json.loads((entry.entry / "config.json").read_text()) for name, entry in built.items()}
     assert configs["attribute_sut"]["class_path"] == "hynea_pl.zoo.scenes.attributes.SceneAttributeCNN"
-    assert configs["attribute_oracle"]["class_path"] == "hynea_pl.zoo.mnist.oracle.OracleNet"
+    assert configs["attribute_oracle"]["class_path"] == "hynea_pl.zoo.labelled.oracle.OracleNet"
     sut_training, oracle_training = configs["attribute_sut"]["training"], configs["attribute_oracle"]["training"]
     assert sut_training["seed"] != oracle_training["seed"]
     assert sut_training["scene_seed"] != oracle_training["scene_seed"]
@@ -159,7 +159,7 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
 
     parsed = yaml.safe_load(config.read_text())
     expected = {"hynea_pl.zoo.scenes.attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
-                "hynea_pl.zoo.mnist.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
+                "hynea_pl.zoo.labelled.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
     checked = []
     reference = (parsed["model"]["init_args"].get("reference") or {}).get("init_args", {})
     models = [("sut", parsed["sut"]["init_args"].get("model")), ("model.reference", reference.get("model"))]
@@ -181,8 +181,8 @@ def test_scene_configs_share_one_oracle_of_two_unanimous_judges():
     for config in SCENE_CONFIGS:
         assert yaml.safe_load(config.read_text())["oracle"] == "scenes_oracle.yaml", config.name
     judges = scene_oracle_models("scenes_oracle.yaml")
-    assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.mnist.oracle.OracleNet",
+    assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.labelled.oracle.OracleNet",
                                                          "hynea_pl.suts.DigitWindowReader"]
     reader = judges[1]["init_args"]["reader"]
-    assert reader == {"class_path": "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
+    assert reader == {"class_path": "hynea_pl.zoo.labelled.oracle_sut.ZooOracle",
                       "init_args": {"profile": "full", "role": "judges", "members": ["oracle-1", "oracle-2"]}}

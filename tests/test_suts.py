@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 
 from hynea_pl.cli import main
 from hynea_pl.suts import ClassifierSUT, Preprocess, load_state_dict
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 
 def test_preprocess_resizes_converts_channels_and_normalises():
@@ -34,7 +34,7 @@ def test_preprocess_rejects_wrong_shapes():
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".pt", ".ckpt"])
 def test_checkpoint_formats_load_the_same_weights(tmp_path, suffix):
-    model = DigitCNN(channels=(4, 8), hidden=16)
+    model = SmallCNN(channels=(4, 8), hidden=16)
     state = model.state_dict()
     path = tmp_path / f"weights{suffix}"
     if suffix == ".safetensors":
@@ -45,22 +45,22 @@ def test_checkpoint_formats_load_the_same_weights(tmp_path, suffix):
         torch.save({"state_dict": state, "epoch": 3}, path)
     loaded = load_state_dict(path)
     assert all(torch.equal(loaded[k], state[k]) for k in state)
-    sut = ClassifierSUT(DigitCNN(channels=(4, 8), hidden=16), weights=str(path))
+    sut = ClassifierSUT(SmallCNN(channels=(4, 8), hidden=16), weights=str(path))
     assert all(torch.equal(sut.model.state_dict()[k], state[k]) for k in state)
     assert not any(p.requires_grad for p in sut.parameters())
 
 
 def test_checkpoint_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="SUT checkpoint not found: .*missing.pt"):
-        ClassifierSUT(DigitCNN(), weights=str(tmp_path / "missing.pt"))
+        ClassifierSUT(SmallCNN(), weights=str(tmp_path / "missing.pt"))
     path = tmp_path / "other.pt"
-    torch.save(DigitCNN(channels=(4, 8), hidden=16).state_dict(), path)
-    with pytest.raises(ValueError, match="does not fit DigitCNN"):
-        ClassifierSUT(DigitCNN(channels=(16, 32)), weights=str(path))
+    torch.save(SmallCNN(channels=(4, 8), hidden=16).state_dict(), path)
+    with pytest.raises(ValueError, match="does not fit SmallCNN"):
+        ClassifierSUT(SmallCNN(channels=(16, 32)), weights=str(path))
 
 
 def test_multiclass_semantics_on_hand_made_logits():
-    sut = ClassifierSUT(DigitCNN(channels=(4, 8), hidden=16))
+    sut = ClassifierSUT(SmallCNN(channels=(4, 8), hidden=16))
     logits = torch.tensor([[0.1, 3.0, 2.0, -1.0], [5.0, 0.0, 1.0, 4.0]])
     assert sut.default_target(logits).tolist() == [2, 3]
     target = torch.tensor([2, 3])
@@ -77,7 +77,7 @@ def test_multiclass_semantics_on_hand_made_logits():
 
 
 def test_sut_stays_in_eval_mode():
-    sut = ClassifierSUT(DigitCNN(channels=(4, 8), hidden=16, dropout=0.5))
+    sut = ClassifierSUT(SmallCNN(channels=(4, 8), hidden=16, dropout=0.5))
     sut.train()
     assert not sut.training and not sut.model.training
     x = torch.rand(2, 1, 32, 32)
@@ -138,8 +138,8 @@ def test_an_ensemble_votes_by_mean_probability():
 def test_a_task_is_one_sut_class_found_by_its_name(monkeypatch):
     """Records name their task; its SUT class (registered when defined) reads them, and a method that supports every
     task accepts a new one without any list to extend."""
-    from hynea_pl.methods.base import TestCaseModule
     from hynea_pl.evaluation.judge import judges_task
+    from hynea_pl.methods.base import TestCaseModule
     from hynea_pl.suts import SUT, BinaryAttributeSUT, YOLODetectorSUT, base, task_class, task_classes
 
     assert task_classes() == {"multiclass": ClassifierSUT, "binary": BinaryAttributeSUT,

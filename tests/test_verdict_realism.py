@@ -8,20 +8,15 @@ import torch
 from hynea_pl.campaign.validation import check_verdict_independent
 from hynea_pl.evaluation.judge import judge_case
 from hynea_pl.images import as_saved, load_image
-from hynea_pl.metrics.functional.typicality import (
-    knn_radius,
-    percentile_rank,
-    typicality_score,
-)
+from hynea_pl.metrics.functional.typicality import knn_radius, percentile_rank, typicality_score
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families
-from hynea_pl.zoo.mnist.classifier import DigitCNN
-from hynea_pl.zoo.mnist.data import load_digits
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskew, digit_embedding
-from hynea_pl.zoo.mnist.oracle import OracleClassifier, OracleNet
-from hynea_pl.zoo.mnist.profiles import DataConfig
+from hynea_pl.zoo.labelled.classifier import SmallCNN
+from hynea_pl.zoo.labelled.knn import KNNClassifier, deskew, image_embedding
+from hynea_pl.zoo.labelled.oracle import OracleClassifier, OracleNet
+from hynea_pl.zoo.mnist.data import DataConfig, load_digits
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +121,8 @@ def test_a_split_ensemble_vote_is_ambiguous(digits):
 
 
 def test_knn_judge_reads_real_digits(digits):
-    reference = digit_embedding(digits.train_images, 1.0)
-    judge = KNNDigitClassifier(reference, digits.train_labels, k=3)
+    reference = image_embedding(digits.train_images, 1.0)
+    judge = KNNClassifier(reference, digits.train_labels, k=3)
     accuracy = (judge(digits.test_images).argmax(1) == digits.test_labels).float().mean().item()
     assert accuracy > 0.85
     assert judge.family == "knn" and torch.isfinite(judge(torch.zeros(2, 1, 32, 32))).all()
@@ -139,9 +134,9 @@ def test_knn_judge_reads_real_digits(digits):
 
 def test_families_of_wrapped_models():
     resnet = ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))
-    cnn = ClassifierSUT(DigitCNN(channels=(8,), hidden=8))
+    cnn = ClassifierSUT(SmallCNN(channels=(8,), hidden=8))
     assert model_families(resnet) == {"resnet"} and model_families(cnn) == {"cnn"}
-    ensemble = EnsembleClassifierSUT([resnet, ClassifierSUT(KNNDigitClassifier(torch.rand(4, 1024),
+    ensemble = EnsembleClassifierSUT([resnet, ClassifierSUT(KNNClassifier(torch.rand(4, 1024),
                                                                                  torch.arange(4)))])
     assert model_families(ensemble) == {"resnet", "knn"}
     from timm.models.convmixer import ConvMixer
@@ -155,7 +150,7 @@ def test_a_sibling_steering_model_is_refused():
     sibling = ClassifierSUT(OracleClassifier(OracleNet(widths=(4, 8))))  # other weights and widths, same family
     with pytest.raises(ValueError, match="family resnet, like the model.init_args.reference"):
         check_verdict_independent({"reference": sibling}, judges)
-    cnn = ClassifierSUT(DigitCNN(channels=(8,), hidden=8))
+    cnn = ClassifierSUT(SmallCNN(channels=(8,), hidden=8))
     check_verdict_independent({"reference": cnn}, judges, sut=cnn)  # another family steers: accepted
     with pytest.warns(UserWarning, match="SUT's family"):  # a judge of the SUT's family counts fewer, never more
         check_verdict_independent({"reference": cnn}, judges, sut=sibling)

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from hynea_pl.zoo import ZooQualityError, build_zoo, get_profile, load_zoo
 from hynea_pl.zoo.cache import atomic_entry, is_complete
-from hynea_pl.zoo.mnist.zoo import COMPONENTS, entry_paths
+from hynea_pl.zoo.labelled.zoo import COMPONENTS, entry_paths
 
 
 def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
@@ -65,7 +65,7 @@ def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_c
 
 
 def test_reload_is_identical_and_does_not_retrain(tiny_zoo, monkeypatch):
-    from hynea_pl.zoo.mnist import train
+    from hynea_pl.zoo.labelled import train
 
     def fail(*args, **kwargs):
         raise AssertionError("a cached zoo must not be trained again")
@@ -113,7 +113,7 @@ def test_interrupted_entry_is_never_valid(tmp_path):
 
 
 def test_killed_build_leaves_no_valid_entry_or_manifest(tiny_zoo, monkeypatch):
-    from hynea_pl.zoo.mnist import train
+    from hynea_pl.zoo.labelled import train
 
     profile = get_profile("tiny")
     broken = replace(profile, embedder=replace(profile.embedder, seed=99))

@@ -84,7 +84,7 @@ def test_key_follows_the_train_config_and_unknown_names_fail(tiny_zoo, monkeypat
 
 
 def test_base_zoo_build_does_not_build_extras(tiny_zoo):
-    from hynea_pl.zoo.mnist.zoo import COMPONENTS
+    from hynea_pl.zoo.labelled.zoo import COMPONENTS
 
     assert not set(registry.EXTRA_MODULES) & set(COMPONENTS)
     assert registry.extra_names() == sorted(registry.EXTRA_MODULES)

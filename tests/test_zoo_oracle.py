@@ -11,10 +11,10 @@ from hynea_pl.zoo.augment import (
     affine, dilate, elastic, erode, random_affine, random_elastic, random_noise, random_stroke,
 )
 from hynea_pl.zoo.cache import is_complete
-from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
-from hynea_pl.zoo.mnist.profiles import OracleConfig
+from hynea_pl.zoo.labelled.config import OracleConfig
+from hynea_pl.zoo.labelled.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
+from hynea_pl.zoo.labelled.zoo import COMPONENTS, Zoo
 from hynea_pl.zoo.profiles import get_profile
-from hynea_pl.zoo.mnist.zoo import COMPONENTS, Zoo
 
 
 def line_image() -> torch.Tensor:
@@ -41,11 +41,11 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
         assert (entry / "model.safetensors").is_file() == (name != KNN_JUDGE)  # the k-NN keeps a recipe (below)
         assert json.loads((entry / "build.json").read_text())["build_s"] > 0
         seeds.add(config["training"]["seed"])
-    assert classes == {"steer-cnn": "hynea_pl.zoo.mnist.classifier.DigitCNN",
-                       "oracle-1": "hynea_pl.zoo.mnist.oracle.OracleNet",
-                       "oracle-2": "hynea_pl.zoo.mnist.oracle.OracleNet",
+    assert classes == {"steer-cnn": "hynea_pl.zoo.labelled.classifier.SmallCNN",
+                       "oracle-1": "hynea_pl.zoo.labelled.oracle.OracleNet",
+                       "oracle-2": "hynea_pl.zoo.labelled.oracle.OracleNet",
                        "judge-convmixer": "timm.models.convmixer.ConvMixer",
-                       "judge-knn": "hynea_pl.zoo.mnist.knn.KNNDigitClassifier"}
+                       "judge-knn": "hynea_pl.zoo.labelled.knn.KNNClassifier"}
     sut_seed = json.loads((tiny_zoo.entries["sut"] / "config.json").read_text())["training"]["seed"]
     trained = [json.loads((tiny_zoo.entries[n] / "config.json").read_text())["training"]["seed"]
                for n in ORACLE_NAMES if n != "judge-knn"]  # the k-NN's seed only draws its elastic copies
@@ -55,7 +55,7 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
 def test_judges_share_no_family_with_the_steering_member_or_the_sut(tiny_zoo):
     from hynea_pl.suts import ClassifierSUT
     from hynea_pl.suts.family import model_families
-    from hynea_pl.zoo.mnist.oracle_sut import ZooOracle
+    from hynea_pl.zoo.labelled.oracle_sut import ZooOracle
 
     judges, steering = ZooOracle("tiny", "judges"), ZooOracle("tiny", "steering")
     assert model_families(judges) == {"resnet", "convmixer", "knn"}
@@ -116,8 +116,8 @@ def test_gates_of_every_member_are_in_quality_json(tiny_zoo):
 
 
 def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
+    from hynea_pl.zoo.labelled.gates import measure_oracle_gates
     from hynea_pl.zoo.splits import ImageSplit
-    from hynea_pl.zoo.mnist.gates import measure_oracle_gates
 
     images, labels = torch.rand(20, 1, 32, 32), torch.arange(10).repeat(2)
     data = ImageSplit(images, labels, images, labels)
@@ -213,7 +213,7 @@ def test_oracle_net_differs_from_the_sut_architecture():
 def test_each_member_has_its_own_cache_key():
     from dataclasses import replace
 
-    from hynea_pl.zoo.mnist.zoo import entry_paths
+    from hynea_pl.zoo.labelled.zoo import entry_paths
 
     tiny = get_profile("tiny")
     entries, manifest = entry_paths(tiny)
@@ -230,11 +230,11 @@ def test_each_member_has_its_own_cache_key():
 
 def test_knn_distances_follow_a_loaded_reference():
     """The kept reference norms are derived again when a state dict replaces the references."""
-    from hynea_pl.zoo.mnist.knn import KNNDigitClassifier
+    from hynea_pl.zoo.labelled.knn import KNNClassifier
 
     torch.manual_seed(0)
     labels = torch.randint(0, 10, (20,))
-    model = KNNDigitClassifier(torch.rand(20, 8), labels)
+    model = KNNClassifier(torch.rand(20, 8), labels)
     other = torch.rand(20, 8)
     model.load_state_dict({"reference": other, "labels": labels})
     queries = torch.rand(3, 8)
@@ -243,8 +243,8 @@ def test_knn_distances_follow_a_loaded_reference():
 
 def test_the_knn_entry_keeps_a_recipe_and_derives_its_reference_from_the_training_digits(tiny_zoo):
     """No M x D floats in the cache: the reference is the profile's judges' split, augmented by the member's config."""
+    from hynea_pl.zoo.labelled.knn import reference_embeddings
     from hynea_pl.zoo.mnist.data import load_digits
-    from hynea_pl.zoo.mnist.knn import reference_embeddings
 
     entry = tiny_zoo.entries[KNN_JUDGE]
     assert not (entry / "model.safetensors").exists()

@@ -16,7 +16,7 @@ from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 from hynea_pl.generators import ClassEmbedding, DiffusionGenerator, LatentDiffusionGenerator
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import SUT, ClassifierSUT, Preprocess
-from hynea_pl.zoo.mnist.classifier import DigitCNN
+from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 LATENT_SHAPE = (4, 8, 8)
 IMAGE_SHAPE = (1, 32, 32)
@@ -124,9 +124,9 @@ def reference_sample(
 
 
 def tiny_sut(seed: int = 0) -> ClassifierSUT:
-    """A random 10-class DigitCNN on 1x32x32 images, wrapped as a multiclass SUT."""
+    """A random 10-class SmallCNN on 1x32x32 images, wrapped as a multiclass SUT."""
     torch.manual_seed(seed)
-    model = DigitCNN(channels=(4, 8), hidden=16, dropout=0.0)
+    model = SmallCNN(channels=(4, 8), hidden=16, dropout=0.0)
     return ClassifierSUT(model, preprocess=Preprocess(size=32, channels=1, mean=[0.5], std=[0.5]))
 
 

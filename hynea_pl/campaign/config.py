@@ -107,7 +107,7 @@ def fit_parser() -> LightningArgumentParser:
     parser.add_subclass_arguments(TypicalityTest, "realism", required=False,
                                   help="The realism test of the verdict: a result the judges read as the origin's "
                                        "class that fails it is 'degraded', not a valid failure "
-                                       "(hynea_pl.zoo.mnist.realism.ZooTypicality on the MNIST zoo).")
+                                       "(hynea_pl.zoo.labelled.realism.ZooTypicality on the MNIST zoo).")
     parser.add_argument("--model", type=CaseModuleFactory, required=True,
                         help="The method: a TestCaseModule's class_path + init_args (one fresh module per case).")
     parser.add_class_arguments(StabilityVariants, "stability",

@@ -44,7 +44,7 @@ def _zoo_images(uri: str, size: tuple[int, int], channels: int) -> LabelledImage
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} in {uri!r}; the one option is ?start=N")
     start = int(query.get("start", ["0"])[0])
-    from hynea_pl.zoo.mnist.realism import held_out_split  # the zoo only when asked for
+    from hynea_pl.zoo.labelled.realism import held_out_split  # the zoo only when asked for
 
     images, labels = held_out_split(profile)
     if not 0 <= start < len(images):

@@ -12,7 +12,7 @@ campaign, the report or the evaluation layer. Reading run folders and running th
 - Embedding: :class:`EmbeddingDiversity` (eq. 7), :class:`TraceDifference` (eq. 8).
 - Weights: :class:`MetricUnavailable`, :func:`unavailable_entry`, :func:`metric_entry`.
 - Realism against real images: :func:`realism_scores` (FID / KID / PRDC on chosen features), :func:`realism_features`
-  (the zoo's features and reference digits: :mod:`hynea_pl.zoo.mnist.realism`; a run folder's realism:
+  (the zoo's features and reference digits: :mod:`hynea_pl.zoo.labelled.realism`; a run folder's realism:
   :func:`hynea_pl.evaluation.run_realism`).
 - Validity: the pure verdict of a case, :func:`hynea_pl.metrics.functional.validity.verdict`; the realism test
   :class:`~hynea_pl.metrics.typicality.TypicalityTest`.

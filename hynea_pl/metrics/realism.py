@@ -1,7 +1,7 @@
 """Realism of generated test inputs: FID, KID and precision / recall / density / coverage against real images.
 
 Features come from any module ``images (B, C, H, W) in [0, 1] -> (B, D)``: the zoo embedder for MNIST
-(:func:`hynea_pl.zoo.mnist.realism.zoo_realism_features`) or torchvision Inception-v3 from a local weights file
+(:func:`hynea_pl.zoo.labelled.realism.zoo_realism_features`) or torchvision Inception-v3 from a local weights file
 (``"inception"``; :class:`MetricUnavailable` when missing). Images are embedded once; the features then go to
 torchmetrics' :class:`~torchmetrics.image.fid.FrechetInceptionDistance` and
 :class:`~torchmetrics.image.kid.KernelInceptionDistance` (through an identity feature module, float64) and to
@@ -138,7 +138,7 @@ def realism_scores(
 def realism_features(name: str = "inception", weights_path: str | Path | None = None) -> nn.Module:
     """A named features module: ``"inception"`` (torchvision Inception-v3 pool features, 2048-d, from
     ``weights_path`` or the torch hub cache; :class:`MetricUnavailable` when missing). The MNIST zoo's embedder
-    features are :func:`hynea_pl.zoo.mnist.realism.zoo_realism_features` (this module imports nothing of the zoo)."""
+    features are :func:`hynea_pl.zoo.labelled.realism.zoo_realism_features` (this module imports nothing of the zoo)."""
     if name == "inception":
         module: nn.Module = InceptionFeatures(weights_path)
         module.realism_name = "inception_v3"

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from torch import Tensor
-
 import yaml
+from torch import Tensor
 
 from hynea_pl.evaluation.rescore import evaluate_run, read_metrics
 from hynea_pl.schema import read_records
@@ -96,7 +95,7 @@ def run_realism_inputs(run_dir: Path | str) -> tuple[str | Callable[[], Any], An
         return "inception", None
     from functools import partial
 
-    from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
+    from hynea_pl.zoo.labelled.realism import held_out_digits, zoo_realism_features
 
     return partial(zoo_realism_features, profile), held_out_digits(profile)
 

@@ -1,7 +1,7 @@
 """Model families: which kind of model a SUT, a steering model or a judge is, so that the campaign can refuse a
 judge of the same family as a model that steers the search (the judge would share its blind spots).
 
-A network names its family with a ``family`` attribute (the zoo's ``DigitCNN`` is ``cnn``, ``OracleNet``
+A network names its family with a ``family`` attribute (the zoo's ``SmallCNN`` is ``cnn``, ``OracleNet``
 ``resnet``, the k-NN judge ``knn``); otherwise the family is the lower-cased class name without trailing digits
 (timm's ``ConvMixer`` -> ``convmixer``, torchvision's ``ResNet`` -> ``resnet``, ``VisionTransformer`` ->
 ``visiontransformer``). Wrappers (a :class:`~hynea_pl.suts.SUT`, an ensemble, a unanimous vote, a window reader)

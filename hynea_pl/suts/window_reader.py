@@ -33,7 +33,7 @@ class DigitWindowReader(nn.Module):
 
     Args:
         reader: a multiclass classifier of single objects (its own weights and preprocessing), e.g.
-            ``hynea_pl.zoo.mnist.oracle_sut.ZooOracle`` (the MNIST judges).
+            ``hynea_pl.zoo.labelled.oracle_sut.ZooOracle`` (the MNIST judges).
         sizes: window sides in pixels of the scene (the objects' sizes: scene digits are 17-28 px).
         stride: window step in pixels.
         object_size: the side each window is resized to (an MNIST digit's 28 px).

@@ -4,14 +4,14 @@ labelled images, cached after the first build.
 Layout: the shared machinery at the top (:mod:`~hynea_pl.zoo.registry`: every component and the one routine that
 builds, gates and loads them; :mod:`~hynea_pl.zoo.cache`, :mod:`~hynea_pl.zoo.quality`, :mod:`~hynea_pl.zoo.train`,
 :mod:`~hynea_pl.zoo.augment`; :mod:`~hynea_pl.zoo.splits`: a profile's images in disjoint splits, whatever their
-source; :mod:`~hynea_pl.zoo.folder`: profiles of the user's images), then one package per domain:
-:mod:`hynea_pl.zoo.mnist` (the base zoo's models, trainers, gates and profiles, with the MNIST digits as its
-built-in data source), :mod:`hynea_pl.zoo.scenes` (digit scenes and their models) and :mod:`hynea_pl.zoo.stylegan`
-(the style-based GAN).
+source), then the models of a labelled-image profile (:mod:`hynea_pl.zoo.labelled`: trainers, gates and the base
+zoo's components) and one package per data source or domain: :mod:`hynea_pl.zoo.mnist` (the built-in profiles on the
+MNIST digits), :mod:`hynea_pl.zoo.folder` (profiles of the user's images), :mod:`hynea_pl.zoo.scenes` (digit scenes
+and their models) and :mod:`hynea_pl.zoo.stylegan` (the style-based GAN).
 """
 
+from hynea_pl.zoo.labelled.zoo import Zoo, build_zoo, load_zoo
 from hynea_pl.zoo.profiles import PROFILES, ZooProfile, get_profile
-from hynea_pl.zoo.mnist.zoo import Zoo, build_zoo, load_zoo
 from hynea_pl.zoo.quality import ZooQualityError
 from hynea_pl.zoo.registry import resolve_zoo_uri
 

@@ -1,5 +1,5 @@
-"""Batched digit augmentations for the oracle (torch ops, fast on CPU): affine warps (shift, rotation, scale),
-stroke-width changes (grey dilation / erosion), elastic deformation and faint pixel noise.
+"""Batched image augmentations for the zoo's models (torch ops, fast on CPU): affine warps (shift, rotation, scale),
+stroke-width changes (grey dilation / erosion), elastic deformation, faint pixel noise and plain integer shifts.
 
 Images ``(B, C, H, W)`` in [0, 1] in, the same shape in [0, 1] out."""
 
@@ -129,3 +129,15 @@ def random_noise(images: torch.Tensor, prob: float, max_std: float,
     std = _uniform(b, 0.0, max_std, generator) * (torch.rand(b, generator=generator) < prob)
     noise = torch.randn(images.shape, generator=generator) * std.view(b, 1, 1, 1)
     return (images + noise.to(images)).clamp(0.0, 1.0)
+
+
+def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Translate each image ``(B, C, H, W)`` by up to ``max_shift`` pixels (zero fill): light augmentation."""
+    if max_shift <= 0:
+        return images
+    b, _, h, w = images.shape
+    padded = F.pad(images, (max_shift,) * 4)
+    offsets = torch.randint(0, 2 * max_shift + 1, (b, 2), generator=generator)
+    return torch.stack(
+        [padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())]
+    )

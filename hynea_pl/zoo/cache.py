@@ -22,17 +22,21 @@ FORMAT_VERSION = 1
 COMPLETE_MARKER = "COMPLETE"
 
 
-#: Class paths that entries (``config.json``) and run folders (``config.yaml``) written before the zoo's modules were
-#: grouped by domain name, and where those classes live now (:func:`import_class` and :func:`current_class_paths`
-#: read either; new entries and runs name the new path).
+#: Class paths that entries (``config.json``) and run folders (``config.yaml``) named before a class moved, and where
+#: the class lives now (:func:`import_class` and :func:`current_class_paths` read either; new entries and runs name
+#: the new path). The zoo's modules were first grouped by domain (``hynea_pl.zoo.mnist``), then the models any
+#: labelled-image profile trains moved to :mod:`hynea_pl.zoo.labelled` under names that say no "digit".
+#: the labelled-image models: (module, name before, name now)
+_LABELLED_CLASSES = (
+    ("classifier", "DigitCNN", "SmallCNN"), ("oracle", "OracleNet", "OracleNet"),
+    ("knn", "KNNDigitClassifier", "KNNClassifier"), ("embedder", "DigitEmbedder", "ImageEmbedder"),
+    ("oracle_sut", "ZooOracle", "ZooOracle"), ("realism", "ZooTypicality", "ZooTypicality"),
+    ("acceptance", "ZooAcceptance", "ZooAcceptance"),
+)
 MOVED_CLASSES: dict[str, str] = {
-    "hynea_pl.zoo.classifier.DigitCNN": "hynea_pl.zoo.mnist.classifier.DigitCNN",
-    "hynea_pl.zoo.oracle.OracleNet": "hynea_pl.zoo.mnist.oracle.OracleNet",
-    "hynea_pl.zoo.knn.KNNDigitClassifier": "hynea_pl.zoo.mnist.knn.KNNDigitClassifier",
     "hynea_pl.zoo.scene_attributes.SceneAttributeCNN": "hynea_pl.zoo.scenes.attributes.SceneAttributeCNN",
-    # the zoo's oracle and realism test, as a run folder's config.yaml names them
-    "hynea_pl.zoo.oracle_sut.ZooOracle": "hynea_pl.zoo.mnist.oracle_sut.ZooOracle",
-    "hynea_pl.zoo.realism.ZooTypicality": "hynea_pl.zoo.mnist.realism.ZooTypicality",
+    **{f"{package}.{module}.{before}": f"hynea_pl.zoo.labelled.{module}.{now}"
+       for module, before, now in _LABELLED_CLASSES for package in ("hynea_pl.zoo", "hynea_pl.zoo.mnist")},
 }
 
 

@@ -27,7 +27,8 @@ from hynea_pl.data.image_store import (
     write_image_store,
 )
 from hynea_pl.zoo.cache import zoo_dir
-from hynea_pl.zoo.mnist.profiles import PROFILES, GateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.labelled.config import GateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.mnist.profiles import PROFILES
 from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
 
 #: the fraction of each class's images in each split, in the order they are cut (held out first)

@@ -4,7 +4,8 @@ trained from a folder of the user's images (``zoo build --data PATH --name NAME`
 from __future__ import annotations
 
 from hynea_pl.zoo.folder import folder_profile, folder_profile_names
-from hynea_pl.zoo.mnist.profiles import PROFILES, ZooProfile
+from hynea_pl.zoo.labelled.config import ZooProfile
+from hynea_pl.zoo.mnist.profiles import PROFILES
 
 
 def get_profile(name: str) -> ZooProfile:

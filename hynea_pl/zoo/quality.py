@@ -1,5 +1,5 @@
 """Quality gates of zoo components: a measured value against its threshold, the error a missed gate raises and the
-table that shows them. What each component measures lives with it (e.g. :mod:`hynea_pl.zoo.mnist.gates`); the
+table that shows them. What each component measures lives with it (e.g. :mod:`hynea_pl.zoo.labelled.gates`); the
 registry (:mod:`hynea_pl.zoo.registry`) stores the gates beside the weights."""
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Registering a component::
         load=load_fn,        # (entry folder) -> the loaded, frozen component
         depends=("sut",),    # components built (and gated) first; their entries enter this one's key
         gated_by=(),         # components its gates use (built before measuring; part of the gates' key only)
-        base_gated=True,     # whether ``measure`` uses the base zoo's models (hynea_pl.zoo.mnist.zoo.load_zoo;
+        base_gated=True,     # whether ``measure`` uses the base zoo's models (hynea_pl.zoo.labelled.zoo.load_zoo;
                              # then the base zoo's manifest enters the gates' key)
         uri_target="",       # what ``zoo://<profile>/<name>`` resolves to inside the entry ("" = the folder)
     ))
@@ -70,7 +70,7 @@ from typing import Any
 
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
-from hynea_pl.zoo.mnist.profiles import ZooProfile
+from hynea_pl.zoo.labelled.config import ZooProfile
 from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
 from hynea_pl.zoo.released import install_released
@@ -78,7 +78,7 @@ from hynea_pl.zoo.released import install_released
 #: The bundle of the MNIST demo's components (the "base zoo"), defined with them in :data:`BASE_MODULE`.
 BASE_ZOO = "zoo"
 #: The module that defines the base zoo's components (read on any lookup).
-BASE_MODULE = "hynea_pl.zoo.mnist.zoo"
+BASE_MODULE = "hynea_pl.zoo.labelled.zoo"
 #: ``name -> module`` of the on-demand components (read only when that name is looked up).
 EXTRA_MODULES: dict[str, str] = {
     "stylegan": "hynea_pl.zoo.stylegan.component",
@@ -114,7 +114,7 @@ class Component:
     depends: tuple[str, ...] = ()
     uri_target: str = ""
     description: str = field(default="", compare=False)
-    #: whether ``measure`` uses the base zoo's models (it loads them with :func:`hynea_pl.zoo.mnist.zoo.load_zoo`,
+    #: whether ``measure`` uses the base zoo's models (it loads them with :func:`hynea_pl.zoo.labelled.zoo.load_zoo`,
     #: which builds the base zoo on first use); then the base zoo's manifest is part of the gates' key
     base_gated: bool = True
     #: other components that ``measure`` uses (e.g. gates that score a generator's images with SUTs):

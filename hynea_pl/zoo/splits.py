@@ -1,6 +1,6 @@
 """A zoo profile's images in fixed, disjoint splits, each with one owner, whatever their source.
 
-Every profile's data config names its source: the MNIST digits (:class:`~hynea_pl.zoo.mnist.profiles.DataConfig`)
+Every profile's data config names its source: the MNIST digits (:class:`~hynea_pl.zoo.mnist.data.DataConfig`)
 or a folder of the user's labelled images (:class:`~hynea_pl.zoo.folder.FolderDataConfig`). Both give the same
 splits (:data:`SPLITS`, their ``read_splits()``):
 

@@ -100,8 +100,8 @@ def test_inception_features_are_unavailable_without_local_weights(empty_torch_ho
 
 
 def test_the_zoo_reference_is_its_held_out_digits():
+    from hynea_pl.zoo.labelled.realism import held_out_digits
     from hynea_pl.zoo.mnist.data import mnist_test_digits
-    from hynea_pl.zoo.mnist.realism import held_out_digits
 
     reference = held_out_digits("full")
     assert reference.shape == (10000, 1, 32, 32) and 0.0 <= reference.min() and reference.max() <= 1.0
@@ -111,9 +111,9 @@ def test_the_zoo_reference_is_its_held_out_digits():
 
 @pytest.mark.slow
 def test_zoo_embedder_features_put_noise_far_from_the_held_out_digits(tiny_zoo):
+    from hynea_pl.zoo.labelled.realism import held_out_digits, zoo_realism_features
     from hynea_pl.zoo.mnist.data import load_digits
     from hynea_pl.zoo.profiles import get_profile
-    from hynea_pl.zoo.mnist.realism import held_out_digits, zoo_realism_features
 
     features = zoo_realism_features("tiny")
     reference = held_out_digits("tiny")

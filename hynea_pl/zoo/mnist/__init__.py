@@ -1,2 +1,3 @@
-"""The MNIST demo's zoo: real digits, the SUT, the embedder, the autoencoder + LDM, the validity oracle, their
-profiles and gates; :mod:`hynea_pl.zoo.mnist.zoo` registers them as the base zoo."""
+"""The built-in profiles' data source and defaults: the MNIST digits (:mod:`~hynea_pl.zoo.mnist.data`) and the
+``full`` and ``tiny`` profiles (:mod:`~hynea_pl.zoo.mnist.profiles`). The models they train are
+:mod:`hynea_pl.zoo.labelled`'s."""

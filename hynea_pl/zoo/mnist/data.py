@@ -114,15 +114,3 @@ def load_digits(cfg: DataConfig | None = None) -> ImageSplits:
     test_images, test_labels = held_out_digits_of(cfg)
     return ImageSplits(**{name: ImageSplit(_unit(levels[index]), labels[index], test_images, test_labels)
                           for name, index in split_indices(cfg).items()})
-
-
-def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Translate each image ``(B, C, H, W)`` by up to ``max_shift`` pixels (zero fill): light augmentation."""
-    if max_shift <= 0:
-        return images
-    b, _, h, w = images.shape
-    padded = F.pad(images, (max_shift,) * 4)
-    offsets = torch.randint(0, 2 * max_shift + 1, (b, 2), generator=generator)
-    return torch.stack(
-        [padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())]
-    )

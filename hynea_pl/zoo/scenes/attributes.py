@@ -20,10 +20,10 @@ trained with BCE with logits on scenes drawn from the zoo's training digits:
 
 - ``attribute_oracle``: one of the scenes' two validity judges (is each digit still present? the other is the MNIST
   zoo's judges read over windows, ``configs/scenes_oracle.yaml``), trained independently of the
-  SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.mnist.oracle.OracleNet`, global average
+  SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.labelled.oracle.OracleNet`, global average
   pooling), other scenes, another seed and the MNIST oracle's stronger augmentation (stroke width, elastic, small
-  affine warps, pixel noise; :func:`hynea_pl.zoo.mnist.oracle.augment`). It only judges; it never steers a search. The
-  same YAML with ``class_path: hynea_pl.zoo.mnist.oracle.OracleNet``, its ``init_args`` (``config.json``) and
+  affine warps, pixel noise; :func:`hynea_pl.zoo.labelled.oracle.augment`). It only judges; it never steers a search. The
+  same YAML with ``class_path: hynea_pl.zoo.labelled.oracle.OracleNet``, its ``init_args`` (``config.json``) and
   ``weights: zoo://full/attribute_oracle`` makes it a judge of a campaign's ``oracle``.
 
 Each entry holds ``model.safetensors`` + ``config.json`` (class path, init args, preprocess, training config), like
@@ -49,12 +49,13 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from hynea_pl.suts.preprocess import Preprocess
-from hynea_pl.zoo.mnist.data import NUM_CLASSES, random_shift
-from hynea_pl.zoo.splits import ImageSplit
-from hynea_pl.zoo.mnist.oracle import OracleNet, augment
+from hynea_pl.zoo.augment import random_shift
+from hynea_pl.zoo.labelled.oracle import OracleNet, augment
+from hynea_pl.zoo.mnist.data import NUM_CLASSES
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
 from hynea_pl.zoo.scenes.data import SceneConfig, scene_split
+from hynea_pl.zoo.splits import ImageSplit
 
 #: How both scene models expect their input: 1x64x64 in [0, 1], then (x - 0.5) / 0.5 (a ``Preprocess``'s fields).
 SCENE_PREPROCESS = {"size": 64, "channels": 1, "mean": [0.5], "std": [0.5]}
@@ -127,8 +128,8 @@ class AttributeSUTConfig:
 
 @dataclass(frozen=True)
 class AttributeOracleConfig:
-    """The attribute oracle: an :class:`~hynea_pl.zoo.mnist.oracle.OracleNet` on its own ``n_scenes`` training scenes,
-    with the MNIST oracle's augmentation fields (:class:`~hynea_pl.zoo.mnist.profiles.OracleConfig`: shift px, rotation
+    """The attribute oracle: an :class:`~hynea_pl.zoo.labelled.oracle.OracleNet` on its own ``n_scenes`` training scenes,
+    with the MNIST oracle's augmentation fields (:class:`~hynea_pl.zoo.labelled.config.OracleConfig`: shift px, rotation
     degrees, scale fraction, stroke width, elastic, noise), milder in rotation and scale: a warp about the canvas
     centre moves a digit near an edge further than one of a centred digit."""
 
@@ -238,7 +239,7 @@ def train_attribute_sut(cfg: AttributeSUTConfig, context: BuildContext, out: Pat
 
 
 def train_attribute_oracle(cfg: AttributeOracleConfig, context: BuildContext, out: Path) -> nn.Module:
-    """Train the residual :class:`~hynea_pl.zoo.mnist.oracle.OracleNet` oracle with the MNIST oracle's augmentation."""
+    """Train the residual :class:`~hynea_pl.zoo.labelled.oracle.OracleNet` oracle with the MNIST oracle's augmentation."""
     from hynea_pl.zoo import train
 
     train.console.print(f"[bold]zoo[/]: training attribute_oracle (OracleNet {list(cfg.widths)}, "

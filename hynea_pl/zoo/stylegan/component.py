@@ -25,11 +25,11 @@ from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
-from hynea_pl.zoo.mnist.classifier import accuracy
+from hynea_pl.zoo.labelled.classifier import accuracy
 from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES
 from hynea_pl.zoo.splits import ImageSplit
-from hynea_pl.zoo.mnist.gates import probabilities
-from hynea_pl.zoo.mnist.zoo import load_zoo
+from hynea_pl.zoo.labelled.gates import probabilities
+from hynea_pl.zoo.labelled.zoo import load_zoo
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
 from hynea_pl.zoo.stylegan import ProjectionDiscriminator, StyleGANTraining, StyleGenerator

@@ -1,4 +1,4 @@
-"""Train and save each component of a base zoo (the registry's ``train`` of :mod:`hynea_pl.zoo.mnist.zoo`), for any
+"""Train and save each component of a base zoo (the registry's ``train`` of :mod:`hynea_pl.zoo.labelled.zoo`), for any
 profile's data: the image size, channels and classes come from its data config (``data``)."""
 
 from __future__ import annotations
@@ -16,17 +16,18 @@ from safetensors.torch import save_file
 from torch.utils.data import TensorDataset
 
 from hynea_pl.generators.conditioning import ClassEmbedding
-from hynea_pl.zoo.mnist.autoencoder import AutoencoderTraining, encode_latents
-from hynea_pl.zoo.mnist.classifier import ClassifierTraining, DigitCNN
-from hynea_pl.zoo.mnist.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.mnist.data import DataConfig
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, deskews
-from hynea_pl.zoo.mnist.oracle import OracleTraining, oracle_network, oracle_role
-from hynea_pl.zoo.mnist.profiles import (
+from hynea_pl.zoo.labelled.autoencoder import AutoencoderTraining, encode_latents
+from hynea_pl.zoo.labelled.classifier import ClassifierTraining, SmallCNN
+from hynea_pl.zoo.labelled.config import (
     AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
 )
+from hynea_pl.zoo.labelled.denoiser import EMA, DenoiserTraining
+from hynea_pl.zoo.labelled.knn import KNNClassifier, deskews
+from hynea_pl.zoo.labelled.oracle import OracleTraining, oracle_network, oracle_role
+from hynea_pl.zoo.mnist.data import DataConfig
 from hynea_pl.zoo.splits import ImageSplits
 from hynea_pl.zoo.train import console, fit
+
 
 def classifier_preprocess(data: Any) -> dict:
     """How the zoo's classifiers of a profile (its data config ``data``) expect their input: C x S x S in [0, 1],
@@ -41,21 +42,21 @@ def classifier_init_args(cfg: ClassifierConfig, data: Any) -> dict:
 
 
 def train_classifier(cfg: ClassifierConfig, digits: ImageSplits, split: str, out: Path, role: str,
-                     data_config: Any) -> DigitCNN:
-    """Train a DigitCNN on the images of ``split`` and save ``model.safetensors`` + ``config.json`` (class path, init
+                     data_config: Any) -> SmallCNN:
+    """Train a SmallCNN on the images of ``split`` and save ``model.safetensors`` + ``config.json`` (class path, init
     args, preprocessing, the split it trained on)."""
     data = digits[split]
-    console.print(f"[bold]zoo[/]: training {role} (DigitCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
+    console.print(f"[bold]zoo[/]: training {role} (SmallCNN {list(cfg.channels)}, {cfg.max_steps} steps)")
     torch.manual_seed(cfg.seed)
     init_args = classifier_init_args(cfg, data_config)
-    model = DigitCNN(**init_args)
+    model = SmallCNN(**init_args)
     module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
     seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
                   name=role)
     model.eval()
     save_file(model.state_dict(), str(out / "model.safetensors"))
     config = {
-        "class_path": f"{DigitCNN.__module__}.{DigitCNN.__qualname__}", "init_args": init_args,
+        "class_path": f"{SmallCNN.__module__}.{SmallCNN.__qualname__}", "init_args": init_args,
         "preprocess": classifier_preprocess(data_config), "role": role, "data_split": split,
         "training": dataclasses.asdict(cfg),
         "build_s": seconds,
@@ -69,14 +70,14 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split
     """Train a validity-oracle member on the digits of ``split`` and save it like a classifier: ``model.safetensors``
     + ``config.json`` (class path, init args, preprocessing, role, split). The k-NN member has no weights: its
     ``config.json`` holds the recipe of its reference (``data_config``, the splits ``digits`` were cut by, ``split``
-    and ``cfg``), derived again at load (:func:`~hynea_pl.zoo.mnist.oracle.load_oracle`)."""
+    and ``cfg``), derived again at load (:func:`~hynea_pl.zoo.labelled.oracle.load_oracle`)."""
     data = digits[split]
     torch.manual_seed(cfg.seed)
     start = time.perf_counter()
     extra = {}
     if isinstance(cfg, KNNOracleConfig):
         console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
-        class_path, init_args = f"{KNNDigitClassifier.__module__}.{KNNDigitClassifier.__qualname__}", {
+        class_path, init_args = f"{KNNClassifier.__module__}.{KNNClassifier.__qualname__}", {
             "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": data_config.num_classes,
             **({} if deskews(cfg) else {"deskew": False})}
         extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,

@@ -1,5 +1,5 @@
 """Quality gates of the MNIST base zoo: measured on held-out digits, on generated digits and on the 10,000 MNIST test
-digits (the base zoo's ``measure``, :mod:`hynea_pl.zoo.mnist.zoo`)."""
+digits (the base zoo's ``measure``, :mod:`hynea_pl.zoo.labelled.zoo`)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from torchvision.utils import save_image
 from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.verdicts import VERDICT_CEILING
-from hynea_pl.zoo.mnist.autoencoder import reconstruct
-from hynea_pl.zoo.mnist.classifier import DigitCNN, accuracy, normalize
-from hynea_pl.zoo.splits import ImageSplit
-from hynea_pl.zoo.mnist.oracle import KNN_JUDGE
-from hynea_pl.zoo.mnist.profiles import GateConfig
+from hynea_pl.zoo.labelled.autoencoder import reconstruct
+from hynea_pl.zoo.labelled.classifier import SmallCNN, accuracy, normalize
+from hynea_pl.zoo.labelled.config import GateConfig
+from hynea_pl.zoo.labelled.oracle import KNN_JUDGE
 from hynea_pl.zoo.quality import Gate
+from hynea_pl.zoo.splits import ImageSplit
 
 
 @torch.no_grad()
-def generate_digits(generator, per_class: int, seed: int, num_classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+def generate_images(generator, per_class: int, seed: int, num_classes: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
     """``per_class`` images of each of ``num_classes`` classes from one seeded noise batch: images
     ``(num_classes * per_class, C, S, S)`` and their conditioning labels, class-major."""
     labels = torch.arange(num_classes).repeat_interleave(per_class)
@@ -30,10 +30,10 @@ def generate_digits(generator, per_class: int, seed: int, num_classes: int = 10)
     return generator.sample(noise, labels), labels
 
 
-def measure_model_gates(gates: GateConfig, sut: DigitCNN, vae: AutoencoderKL,
+def measure_model_gates(gates: GateConfig, sut: SmallCNN, vae: AutoencoderKL,
                         samples: tuple[torch.Tensor, torch.Tensor], data: ImageSplit, out: Path) -> list[Gate]:
     """SUT accuracy on held-out digits, on their reconstructions and on the generated ``samples`` (images, labels
-    from :func:`generate_digits`; grid saved to ``out/samples.png``)."""
+    from :func:`generate_images`; grid saved to ``out/samples.png``)."""
     images, labels = samples
     save_image(images, out / "samples.png", nrow=gates.generated_per_class, padding=1)
     return [
@@ -73,7 +73,7 @@ def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judge
 
 
 def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], realism: TypicalityTest,
-                          sut: DigitCNN, data: ImageSplit) -> list[Gate]:
+                          sut: SmallCNN, data: ImageSplit) -> list[Gate]:
     """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the held-out test digits of ``data``, which no
     zoo model trains on and which are ``realism``'s reference (each judged left out of it): the fraction the verdict
     (``judges`` unanimous on the digit's class, and ``realism``) calls valid, gated by ``verdict_ceiling``; the same

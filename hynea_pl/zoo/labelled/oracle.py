@@ -12,8 +12,8 @@ import functools
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import lightning as L
 import torch
@@ -23,9 +23,9 @@ from torch import nn
 
 from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
 from hynea_pl.zoo.cache import import_class
-from hynea_pl.zoo.mnist.classifier import DigitCNN, normalize, note_training_data
-from hynea_pl.zoo.mnist.knn import KNNDigitClassifier, reference_embeddings
-from hynea_pl.zoo.mnist.profiles import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
+from hynea_pl.zoo.labelled.classifier import SmallCNN, normalize, note_training_data
+from hynea_pl.zoo.labelled.config import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
+from hynea_pl.zoo.labelled.knn import KNNClassifier, reference_embeddings
 
 #: The members' roles: the steering member may guide a search, the judges never do.
 #: The k-NN member: no weights, its reference is derived from the training digits at load.
@@ -118,7 +118,7 @@ def oracle_network(cfg: OracleConfig, data: Any) -> tuple[nn.Module, str, dict]:
         cls, args = ConvMixer, {"dim": cfg.dim, "depth": cfg.depth, "kernel_size": cfg.kernel_size,
                                 "patch_size": cfg.patch_size, "in_chans": channels, "num_classes": num_classes}
     elif isinstance(cfg, CNNOracleConfig):
-        cls, args = DigitCNN, {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
+        cls, args = SmallCNN, {"channels": list(cfg.channels), "hidden": cfg.hidden, "dropout": cfg.dropout,
                                "num_classes": num_classes, "in_channels": channels, "image_size": data.image_size}
     else:
         cls, args = OracleNet, {"widths": list(cfg.widths), "num_classes": num_classes, "in_channels": channels,
@@ -133,18 +133,18 @@ def oracle_role(name: str) -> str:
 
 def load_oracle(entry: Path) -> nn.Module:
     """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images: an
-    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.mnist.knn.KNNDigitClassifier`
+    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.labelled.knn.KNNClassifier`
     (its reference derived from the recipe in ``config.json``, or read from an entry that stored it)."""
     config = json.loads((entry / "config.json").read_text())
     network_class = import_class(config["class_path"])
     weights = entry / "model.safetensors"
-    if network_class is KNNDigitClassifier:
+    if network_class is KNNClassifier:
         if weights.is_file():
             state = load_file(str(weights))
             reference, labels = state["reference"], state["labels"]
         else:
             reference, labels = knn_reference(json.dumps(config["reference"], sort_keys=True))
-        return note_training_data(KNNDigitClassifier(reference, labels, **config["init_args"]).eval(), config)
+        return note_training_data(KNNClassifier(reference, labels, **config["init_args"]).eval(), config)
     network = network_class(**config["init_args"])
     network.load_state_dict(load_file(str(weights)))
     return note_training_data(OracleClassifier(network, config["preprocess"]["channels"]), config)
@@ -155,8 +155,8 @@ def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the profile's data config,
     its class unless it is the MNIST digits', the split it keeps and the :class:`KNNOracleConfig`), derived once per
     process."""
+    from hynea_pl.zoo.labelled.config import PixelKNNOracleConfig
     from hynea_pl.zoo.mnist.data import DataConfig
-    from hynea_pl.zoo.mnist.profiles import PixelKNNOracleConfig
 
     recipe = json.loads(recipe)
     data_class = import_class(recipe["data_class"]) if "data_class" in recipe else DataConfig

@@ -1,10 +1,10 @@
 """The MNIST base zoo: its components in the registry (:mod:`hynea_pl.zoo.registry`), built and gated together as
 the bundle ``zoo``, and :class:`Zoo`, a built profile's models.
 
-Members: ``sut`` and ``embedder`` (:class:`~hynea_pl.zoo.mnist.classifier.DigitCNN`), ``autoencoder`` (diffusers
+Members: ``sut`` and ``embedder`` (:class:`~hynea_pl.zoo.labelled.classifier.SmallCNN`), ``autoencoder`` (diffusers
 ``AutoencoderKL``), ``ldm`` (a class-conditional latent diffusion generator on the autoencoder's latents) and the
-validity oracle's members (:data:`~hynea_pl.zoo.mnist.oracle.ORACLE_NAMES`). Their training configs are the
-profile's fields (:mod:`hynea_pl.zoo.mnist.profiles`). The bundle's gates (:mod:`hynea_pl.zoo.mnist.gates`): the
+validity oracle's members (:data:`~hynea_pl.zoo.labelled.oracle.ORACLE_NAMES`). Their training configs are the
+profile's fields (:mod:`hynea_pl.zoo.mnist.profiles`). The bundle's gates (:mod:`hynea_pl.zoo.labelled.gates`): the
 SUT's accuracy on held-out digits, on their reconstructions and on generated digits, each oracle member's accuracy,
 and the build time of the whole base zoo (a budget).
 """
@@ -22,16 +22,16 @@ from diffusers import AutoencoderKL
 from torch import nn
 
 from hynea_pl.metrics.typicality import TypicalityTest
-from hynea_pl.zoo.mnist import train
-from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier
-from hynea_pl.zoo.mnist.embedder import DigitEmbedder, load_embedder
-from hynea_pl.zoo.mnist.gates import (
-    gate_advice, generate_digits, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
+from hynea_pl.zoo.labelled import train
+from hynea_pl.zoo.labelled.classifier import SmallCNN, load_classifier
+from hynea_pl.zoo.labelled.config import GateConfig, ZooProfile
+from hynea_pl.zoo.labelled.embedder import ImageEmbedder, load_embedder
+from hynea_pl.zoo.labelled.gates import (
+    gate_advice, generate_images, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
 )
-from hynea_pl.zoo.mnist.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
-from hynea_pl.zoo.mnist.profiles import GateConfig, ZooProfile
+from hynea_pl.zoo.labelled.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
+from hynea_pl.zoo.labelled.realism import REALISM_K, REALISM_QUANTILE
 from hynea_pl.zoo.profiles import get_profile
-from hynea_pl.zoo.mnist.realism import REALISM_K, REALISM_QUANTILE
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BASE_ZOO, BuildContext, Component, build_component, component_paths, load_component
 
@@ -58,10 +58,10 @@ class Zoo:
     def quality(self) -> dict:
         return json.loads((self.manifest_dir / "quality.json").read_text())
 
-    def sut(self) -> DigitCNN:
+    def sut(self) -> SmallCNN:
         return load_classifier(self.entries["sut"])
 
-    def embedder(self) -> DigitEmbedder:
+    def embedder(self) -> ImageEmbedder:
         """The metric embedder: images in [0, 1] -> penultimate features of the embedder network."""
         return load_embedder(self.entries["embedder"])
 
@@ -146,10 +146,10 @@ def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
 
 # -------------------------------------------------------------------------------------- the registry's view
 def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out: Path) -> list[Gate]:
-    """The bundle's gates (:mod:`hynea_pl.zoo.mnist.gates`): the SUT on held-out, reconstructed and generated
+    """The bundle's gates (:mod:`hynea_pl.zoo.labelled.gates`): the SUT on held-out, reconstructed and generated
     digits (grid saved to ``out/samples.png``), then the oracle members and the judges' unanimous vote."""
     zoo = Zoo(context.profile, context.deps, out)
-    samples = generate_digits(zoo.generator(), gates.generated_per_class, gates.sample_seed,
+    samples = generate_images(zoo.generator(), gates.generated_per_class, gates.sample_seed,
                               context.profile.data.num_classes)
     held_out = context.data.sut  # every split carries the same held-out test digits, which none trains on
     result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
@@ -179,16 +179,16 @@ def _member(name: str, config: Callable[[ZooProfile], Any], train_fn: Callable[[
                      depends=depends, uri_target=uri_target, part_of=BASE_ZOO, description=description)
 
 
-# The trainers are looked up in :mod:`hynea_pl.zoo.mnist.train` at build time (tests replace them there).
+# The trainers are looked up in :mod:`hynea_pl.zoo.labelled.train` at build time (tests replace them there).
 ZOO_COMPONENTS: tuple[Component, ...] = (
     _member("sut", lambda p: p.sut,
             lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["sut"], out, "sut",
                                                            ctx.profile.data),
-            load_classifier, "model.safetensors", description="the system under test: DigitCNN"),
+            load_classifier, "model.safetensors", description="the system under test: SmallCNN"),
     _member("embedder", lambda p: p.embedder,
             lambda cfg, ctx, out: train.train_classifier(cfg, ctx.data, TRAINING_SPLITS["embedder"], out, "embedder",
                                                            ctx.profile.data),
-            load_embedder, "model.safetensors", description="the metric embedder: another DigitCNN's features"),
+            load_embedder, "model.safetensors", description="the metric embedder: another SmallCNN's features"),
     _member("autoencoder", lambda p: p.autoencoder,
             lambda cfg, ctx, out: train.train_autoencoder(cfg, ctx.data, TRAINING_SPLITS["autoencoder"], out,
                                                             ctx.profile.data),

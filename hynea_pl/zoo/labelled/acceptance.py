@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from hynea_pl.methods.acceptance import AcceptanceTest
-from hynea_pl.zoo.mnist.classifier import normalize
+from hynea_pl.zoo.labelled.classifier import normalize
 from hynea_pl.zoo.splits import SPLITS, load_splits
 
 __all__ = ["ZooAcceptance"]
@@ -39,7 +39,7 @@ class ZooAcceptance(AcceptanceTest):
 
     def __init__(self, profile: str = "full", member: str = "steer-cnn", split: str = "method",
                  quantile: float = 0.99, n_images: int = 10000) -> None:
-        from hynea_pl.zoo.mnist.zoo import load_zoo
+        from hynea_pl.zoo.labelled.zoo import load_zoo
 
         if split not in SPLITS:
             raise ValueError(f"unknown digit split {split!r}; choose one of {list(SPLITS)}")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hynea_pl.zoo.augment import affine, elastic
-from hynea_pl.zoo.mnist.profiles import KNNOracleConfig
+from hynea_pl.zoo.labelled.config import KNNOracleConfig
 
 #: The judge's family (see :func:`hynea_pl.suts.model_families`): no network at all.
 KNN_FAMILY = "knn"
@@ -61,7 +61,7 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     return band(h).to(images.device) @ images @ band(w).T.to(images.device)
 
 
-def digit_embedding(images: torch.Tensor, blur_sigma: float, straighten: bool = True) -> torch.Tensor:
+def image_embedding(images: torch.Tensor, blur_sigma: float, straighten: bool = True) -> torch.Tensor:
     """``(B, C, H, W)`` in [0, 1] -> unit vectors of blurred pixels: deskewed digits ``(B, H * W)`` (RGB averaged),
     or, with ``straighten`` off (images other than digits), every channel as it is ``(B, C * H * W)``."""
     if not straighten:
@@ -118,10 +118,10 @@ def reference_embeddings(images: torch.Tensor, labels: torch.Tensor,
     for copy in copies:
         pending = torch.cat([pending, copy])
         while len(pending) >= EMBED_CHUNK:
-            embeddings[done:done + EMBED_CHUNK] = digit_embedding(pending[:EMBED_CHUNK], cfg.blur_sigma, straighten)
+            embeddings[done:done + EMBED_CHUNK] = image_embedding(pending[:EMBED_CHUNK], cfg.blur_sigma, straighten)
             done, pending = done + EMBED_CHUNK, pending[EMBED_CHUNK:]
     if len(pending):
-        embeddings[done:] = digit_embedding(pending, cfg.blur_sigma, straighten)
+        embeddings[done:] = image_embedding(pending, cfg.blur_sigma, straighten)
     return embeddings, labels.repeat(count)
 
 
@@ -130,17 +130,17 @@ def deskews(cfg: KNNOracleConfig) -> bool:
     return getattr(cfg, "deskew", True)
 
 
-class KNNDigitClassifier(nn.Module):
+class KNNClassifier(nn.Module):
     """k-NN vote on raw images: ``(B, 1 or 3, H, W)`` in [0, 1] -> logits ``(B, num_classes)``, the log of the
     distance-weighted vote shares of the ``k`` nearest reference digits (smoothed, so every class is finite).
 
     Args:
-        reference: reference embeddings ``(M, D)`` (:func:`digit_embedding` of the reference digits).
+        reference: reference embeddings ``(M, D)`` (:func:`image_embedding` of the reference digits).
         labels: their classes ``(M,)``.
         k: neighbours that vote.
         blur_sigma: the embedding's blur.
         num_classes: classes of the vote.
-        deskew: deskew each digit and average RGB to grey (:func:`digit_embedding`); off for images other than
+        deskew: deskew each digit and average RGB to grey (:func:`image_embedding`); off for images other than
             digits, which are compared channel by channel.
     """
 
@@ -171,7 +171,7 @@ class KNNDigitClassifier(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        queries = digit_embedding(images, self.blur_sigma, self.deskew).to(self.reference.device)
+        queries = image_embedding(images, self.blur_sigma, self.deskew).to(self.reference.device)
         distance, index = self.distances(queries).topk(self.k, largest=False)
         weights = 1.0 / (distance + 1e-6)
         votes = torch.zeros(len(queries), self.num_classes, device=queries.device)

@@ -20,7 +20,7 @@ class ZooOracle(EnsembleClassifierSUT):
     """
 
     def __init__(self, profile: str = "full", role: str = "judges", members: list[str] | None = None) -> None:
-        from hynea_pl.zoo.mnist.zoo import load_zoo
+        from hynea_pl.zoo.labelled.zoo import load_zoo
 
         zoo = load_zoo(profile)
         roles = zoo.oracle_names()
@@ -37,8 +37,8 @@ class ZooOracle(EnsembleClassifierSUT):
     def verdict_ceiling(self, realism: nn.Module | None) -> float | None:
         """The zoo's ``verdict_ceiling`` gate (its valid rate on the MNIST test digits), when this oracle is its
         judges, all of them, and ``realism`` is the zoo's realism test as that gate measured it."""
-        from hynea_pl.zoo.mnist.realism import REALISM_K, REALISM_QUANTILE, ZooTypicality
-        from hynea_pl.zoo.mnist.zoo import load_zoo
+        from hynea_pl.zoo.labelled.realism import REALISM_K, REALISM_QUANTILE, ZooTypicality
+        from hynea_pl.zoo.labelled.zoo import load_zoo
 
         measured_with = (isinstance(realism, ZooTypicality) and realism.profile == self.profile
                          and realism.reference_size is None and (realism.k, realism.quantile) == (REALISM_K,

@@ -7,15 +7,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from hynea_pl.zoo.mnist.classifier import DigitCNN, load_classifier, normalize
+from hynea_pl.zoo.labelled.classifier import SmallCNN, load_classifier, normalize
 
 
-class DigitEmbedder(nn.Module):
+class ImageEmbedder(nn.Module):
     """``images (B, C, S, S) in [0, 1] -> (B, hidden)`` penultimate features of the zoo's embedder network
     (trained separately from the SUT), used for the realism test and the diversity and trace-difference metrics (RGB
     is averaged to grey for a grey network)."""
 
-    def __init__(self, network: DigitCNN) -> None:
+    def __init__(self, network: SmallCNN) -> None:
         super().__init__()
         self.network = network.eval().requires_grad_(False)
 
@@ -26,6 +26,6 @@ class DigitEmbedder(nn.Module):
         return self.network.features(normalize(images))
 
 
-def load_embedder(entry: Path) -> DigitEmbedder:
+def load_embedder(entry: Path) -> ImageEmbedder:
     """The metric embedder of a zoo embedder entry (a classifier entry: ``config.json`` + ``model.safetensors``)."""
-    return DigitEmbedder(load_classifier(entry))
+    return ImageEmbedder(load_classifier(entry))

@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from hynea_pl.zoo.mnist.data import random_shift
+from hynea_pl.zoo.augment import random_shift
 
 
-class DigitCNN(nn.Module):
+class SmallCNN(nn.Module):
     """A VGG-style CNN for 1x32x32 digits, normalised input ``(B, 1, 32, 32)`` -> logits ``(B, num_classes)``.
 
     Each entry of ``channels`` is a stage of two 3x3 convolutions followed by 2x2 max pooling;
@@ -60,10 +60,10 @@ class DigitCNN(nn.Module):
         return self.head(self.features(x))
 
 
-def load_classifier(entry: Path) -> DigitCNN:
-    """A frozen DigitCNN from a zoo classifier entry (``config.json`` + ``model.safetensors``)."""
+def load_classifier(entry: Path) -> SmallCNN:
+    """A frozen SmallCNN from a zoo classifier entry (``config.json`` + ``model.safetensors``)."""
     config = json.loads((entry / "config.json").read_text())
-    model = DigitCNN(**config["init_args"])
+    model = SmallCNN(**config["init_args"])
     model.load_state_dict(load_file(str(entry / "model.safetensors")))
     return note_training_data(model.eval().requires_grad_(False), config)
 
@@ -82,9 +82,9 @@ def normalize(images: torch.Tensor, mean: float = 0.5, std: float = 0.5) -> torc
 
 
 class ClassifierTraining(L.LightningModule):
-    """Trains a :class:`DigitCNN` with cross entropy, light shift augmentation, AdamW and cosine decay."""
+    """Trains a :class:`SmallCNN` with cross entropy, light shift augmentation, AdamW and cosine decay."""
 
-    def __init__(self, model: DigitCNN, lr: float, max_steps: int, max_shift: int = 2) -> None:
+    def __init__(self, model: SmallCNN, lr: float, max_steps: int, max_shift: int = 2) -> None:
         super().__init__()
         self.model = model
         self.lr = lr
