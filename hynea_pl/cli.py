@@ -20,6 +20,7 @@ commands:
                                                           extras (default: stylegan, which the MNIST GAN configs use)
   zoo build --data PATH --name NAME [--size S] [--channels C] [--base full|tiny] [--set KEY=VALUE ...]
                                                           a zoo of your own labelled images: zoo://NAME/...
+            [--accelerator cpu|gpu|auto]                  either build: where its components train
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
@@ -35,11 +36,8 @@ commands:
 def _zoo(args: list[str]) -> int:
     import argparse
 
-    from rich.console import Console
-
     from hynea_pl.zoo import PROFILES, build_zoo
-    from hynea_pl.zoo.quality import quality_table
-    from hynea_pl.zoo.registry import build_component, extra_names, get_component
+    from hynea_pl.zoo.registry import extra_names
 
     parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -61,16 +59,15 @@ def _zoo(args: list[str]) -> int:
     build.add_argument("--extras", default=None,
                        help="on-demand components to build too: a comma list (default: stylegan, which the MNIST GAN "
                             f"configs use; none with --data), all or none ({', '.join(extra_names())})")
+    build.add_argument("--accelerator", default="cpu",
+                       help="train the components on one device of this kind (Lightning's flag: cpu, gpu, cuda, mps, "
+                            "auto; default cpu); the gates are measured on the CPU")
     build.add_argument("--rebuild", action="store_true",
                        help="train the profile's base zoo from scratch (not from the released weights or the cache) "
                             "and compare its gates with the released zoo's")
     release = sub.add_parser("release", help="(maintainers) ship the cached base zoo of a profile in the package")
     release.add_argument("--profile", choices=sorted(PROFILES), default="full")
     options = parser.parse_args(args)
-    if options.action == "build" and options.data is not None:
-        return _zoo_from_folder(options)
-    if options.action == "build" and (options.name or options.set or options.labels_csv):
-        raise ValueError("--name, --set and --labels-csv go with --data PATH (a profile of your own images)")
     if options.action == "release":
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
         from hynea_pl.zoo.released import RELEASED
@@ -80,6 +77,22 @@ def _zoo(args: list[str]) -> int:
         names = write_release(cache_folders(options.profile, [BASE_ZOO]))
         print(f"released {len(names)} folders of the {options.profile} zoo into {RELEASED}")
         return 0
+    if options.data is None and (options.name or options.set or options.labels_csv):
+        raise ValueError("--name, --set and --labels-csv go with --data PATH (a profile of your own images)")
+    from hynea_pl.zoo.train import training_accelerator
+
+    with training_accelerator(options.accelerator):
+        return _zoo_from_folder(options) if options.data is not None else _zoo_build(options)
+
+
+def _zoo_build(options: argparse.Namespace) -> int:
+    """``zoo build [--profile P] [--extras ...] [--rebuild]``: a built-in profile and its extras, gated."""
+    from rich.console import Console
+
+    from hynea_pl.zoo import build_zoo
+    from hynea_pl.zoo.quality import quality_table
+    from hynea_pl.zoo.registry import build_component, extra_names, get_component
+
     if options.rebuild:
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
         from hynea_pl.zoo.released import compare_with_released, discard

@@ -14,7 +14,7 @@ from synthetic_images import write_shapes
 from hynea_pl.cli import main
 from hynea_pl.zoo import get_profile, load_zoo, resolve_zoo_uri
 from hynea_pl.zoo.folder import FolderDataConfig, apply_settings, folder_profile_names
-from hynea_pl.zoo.splits import SPLITS, load_splits
+from hynea_pl.zoo.splits import SPLITS, StoredImages, load_splits
 
 #: three shapes at 16 px on the tiny base, with steps enough for the generator to draw them and the SUT and the
 #: steering model to read them (the origins must be read as their class)
@@ -50,6 +50,7 @@ def test_a_folder_trains_a_profile_that_loads_by_uri_and_runs_a_campaign(channel
     assert (profile.data.num_classes, profile.data.channels, profile.data.image_size) == (CLASSES, channels, 16)
     splits = load_splits(profile.data)
     for name in SPLITS:  # each split in a random order: a model that takes its first n images sees every class
+        assert isinstance(splits[name].train_images, StoredImages), "a folder's splits are read from its store"
         labels = splits[name].train_labels
         assert not torch.equal(labels, labels.sort().values), name
         assert set(labels[:20].tolist()) == set(range(CLASSES)), name
@@ -116,6 +117,16 @@ def test_bad_folders_are_one_line_before_training(case, cache, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and expected in err[0] and "Traceback" not in err[0], err
     assert not (cache / "zoo" / "profiles").exists(), "no profile is saved for a refused folder"
+
+
+def test_an_accelerator_not_on_this_machine_is_one_line_before_reading(cache, tmp_path, capsys):
+    data = write_shapes(tmp_path / "shapes", classes=CLASSES, per_class=PER_CLASS, size=16)
+    accelerator = "mps" if torch.cuda.is_available() else "gpu"  # one this machine lacks
+    for flag, message in ((accelerator, "not available on this machine"), ("abacus", "choose one of cpu, gpu")):
+        assert build(data, "shapes", "--accelerator", flag) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert folder_profile_names() == [] and not (cache / "zoo" / "data").exists(), "nothing was read or trained"
 
 
 def test_a_bad_name_or_setting_is_one_line(cache, tmp_path, capsys):

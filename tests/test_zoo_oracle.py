@@ -241,6 +241,22 @@ def test_knn_distances_follow_a_loaded_reference():
     torch.testing.assert_close(model.distances(queries), torch.cdist(queries, other), atol=1e-4, rtol=1e-4)
 
 
+def test_a_folder_knn_compares_light_and_dark_not_brightness_contrast_or_colour():
+    """A folder profile's k-NN embedding (standardized grey levels) is the same for a pattern in any two colours
+    (the lighter one drawn where the pattern is) at any contrast; every channel as it is (the recipe before) is not."""
+    from hynea_pl.zoo.labelled.knn import image_embedding
+
+    pattern = torch.rand(2, 1, 16, 16, generator=torch.Generator().manual_seed(0))
+    background, ink = torch.tensor([0.1, 0.5, 0.2]), torch.tensor([0.9, 0.6, 1.0])
+    coloured = background.view(1, 3, 1, 1) + (ink - background).view(1, 3, 1, 1) * pattern
+    faint_grey = 0.4 + 0.2 * pattern.expand(-1, 3, -1, -1)
+    standardized = [image_embedding(x, 1.0, straighten=False, standardize=True) for x in (coloured, faint_grey)]
+    assert standardized[0].shape == (2, 256)
+    torch.testing.assert_close(standardized[0], standardized[1], atol=1e-5, rtol=1e-5)
+    raw = [image_embedding(x, 1.0, straighten=False) for x in (coloured, faint_grey)]
+    assert raw[0].shape == (2, 768) and (raw[0] - raw[1]).abs().max() > 0.01
+
+
 def test_the_knn_entry_keeps_a_recipe_and_derives_its_reference_from_the_training_digits(tiny_zoo):
     """No M x D floats in the cache: the reference is the profile's judges' split, augmented by the member's config."""
     from hynea_pl.zoo.labelled.knn import reference_embeddings

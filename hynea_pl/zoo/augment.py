@@ -86,7 +86,7 @@ def random_stroke(images: torch.Tensor, prob: float, kernel: int = 2,
     """Dilate each image with probability ``prob / 2``, erode it with probability ``prob / 2``, else keep it."""
     if prob <= 0:
         return images
-    draw = torch.rand(images.shape[0], generator=generator)
+    draw = torch.rand(images.shape[0], generator=generator).to(images.device)  # drawn on the CPU: the same anywhere
     out = images.clone()
     thick, thin = draw < prob / 2, (draw >= prob / 2) & (draw < prob)
     out[thick] = dilate(images[thick], kernel)
@@ -112,7 +112,7 @@ def random_elastic(images: torch.Tensor, prob: float, alpha: float, grid: int = 
     image with probability ``prob``."""
     if prob <= 0 or alpha <= 0:
         return images
-    chosen = torch.rand(images.shape[0], generator=generator) < prob
+    chosen = (torch.rand(images.shape[0], generator=generator) < prob).to(images.device)
     noise = torch.rand((int(chosen.sum()), 2, grid, grid), generator=generator) * 2 - 1
     out = images.clone()
     out[chosen] = elastic(images[chosen], noise, alpha)

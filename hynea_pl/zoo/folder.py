@@ -29,7 +29,7 @@ from hynea_pl.data.image_store import (
 from hynea_pl.zoo.cache import zoo_dir
 from hynea_pl.zoo.labelled.config import GateConfig, PixelKNNOracleConfig, ZooProfile
 from hynea_pl.zoo.mnist.profiles import PROFILES
-from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
+from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits, StoredImages
 
 #: the fraction of each class's images in each split, in the order they are cut (held out first)
 SPLIT_FRACTIONS: dict[str, float] = {"held_out": 0.15, "sut": 0.25, "method": 0.30, "judges": 0.30}
@@ -100,11 +100,12 @@ def folder_held_out(data: FolderDataConfig) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def folder_splits(data: FolderDataConfig) -> ImageSplits:
-    """The folder's training splits, each with the held-out images."""
+    """The folder's training splits, each read from the store on demand (:class:`StoredImages`), with the held-out
+    images (as floats)."""
     store, index = _split_indices(data)
     test_images, test_labels = folder_held_out(data)
-    return ImageSplits(**{name: ImageSplit(store.float_images(index[name]), store.labels[index[name]], test_images,
-                                           test_labels) for name in SPLITS})
+    return ImageSplits(**{name: ImageSplit(StoredImages(store.images, index[name]), store.labels[index[name]],
+                                           test_images, test_labels) for name in SPLITS})
 
 
 # ------------------------------------------------------------------------------------------- the profile

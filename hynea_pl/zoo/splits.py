@@ -18,20 +18,66 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.data import Dataset, TensorDataset
 
 #: the training splits, in the order they are cut
 SPLITS = ("sut", "method", "judges")
 
 
+class StoredImages:
+    """Images ``(N, C, S, S)`` in [0, 1] kept as uint8 levels (a folder's memory-mapped store) and converted to float
+    when indexed, so that a split of a large folder is never held whole as floats.
+
+    Indexed like a tensor along its first axis (an int, a slice or an index tensor: ``levels[index[key]] / 255``);
+    ``float()`` converts every image at once, as a float tensor's ``float()`` returns it."""
+
+    def __init__(self, levels: torch.Tensor, index: torch.Tensor) -> None:
+        self.levels, self.index = levels, index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((len(self.index), *self.levels.shape[1:]))
+
+    def __getitem__(self, key: int | slice | torch.Tensor) -> torch.Tensor:
+        return self.levels[self.index[key]].to(torch.float32).div_(255.0)
+
+    def float(self) -> torch.Tensor:
+        return self[:]
+
+
+class _LabelledImages(Dataset):
+    """``(image (C, S, S), label)`` pairs of :class:`StoredImages` and their labels, read one at a time."""
+
+    def __init__(self, images: StoredImages, labels: torch.Tensor | None) -> None:
+        self.images, self.labels = images, labels
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, ...]:
+        return (self.images[i],) if self.labels is None else (self.images[i], self.labels[i])
+
+
 @dataclass(frozen=True)
 class ImageSplit:
-    """One model's images: its training images ``(N, C, S, S)`` float in [0, 1] and labels ``(N,)`` long, and the
-    held-out images it is measured on (never trained on)."""
+    """One model's images: its training images ``(N, C, S, S)`` in [0, 1] (a float tensor, or :class:`StoredImages`
+    read on demand) and labels ``(N,)`` long, and the held-out images it is measured on (a float tensor; never
+    trained on)."""
 
-    train_images: torch.Tensor
+    train_images: torch.Tensor | StoredImages
     train_labels: torch.Tensor
     test_images: torch.Tensor
     test_labels: torch.Tensor
+
+    def dataset(self, labels: bool = True) -> Dataset:
+        """The training images (and labels) as a dataset a ``DataLoader`` shuffles: batches of the same images in the
+        same order whether the split is held as floats or read from a store."""
+        if isinstance(self.train_images, StoredImages):
+            return _LabelledImages(self.train_images, self.train_labels if labels else None)
+        return TensorDataset(self.train_images, self.train_labels) if labels else TensorDataset(self.train_images)
 
 
 @dataclass(frozen=True)
@@ -58,4 +104,4 @@ def held_out_of(data: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return data.read_held_out()
 
 
-__all__ = ["SPLITS", "ImageSplit", "ImageSplits", "held_out_of", "load_splits"]
+__all__ = ["SPLITS", "ImageSplit", "ImageSplits", "StoredImages", "held_out_of", "load_splits"]

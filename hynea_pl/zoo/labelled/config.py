@@ -95,9 +95,11 @@ class KNNOracleConfig:
 
 @dataclass(frozen=True)
 class PixelKNNOracleConfig(KNNOracleConfig):
-    """The k-NN member of a profile of images other than digits: blurred pixels, every channel, no deskewing."""
+    """The k-NN member of a profile of images other than digits: no deskewing; each image's blurred grey levels,
+    centred on their mean (``standardize``: brightness, contrast and colour do not count)."""
 
     deskew: bool = False
+    standardize: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""A non-neural digit judge: k-nearest-neighbour vote over a fixed, hand-made embedding of the digit.
+"""A non-neural judge: k-nearest-neighbour vote over a fixed, hand-made embedding of the image.
 
-The embedding has no learned weights: the digit is deskewed (its second image moment's shear removed and its
-centre of mass moved to the centre), blurred with a Gaussian and scaled to unit length. The reference set is
+The embedding has no learned weights. A digit is deskewed (its second image moment's shear removed and its centre
+of mass moved to the centre), blurred with a Gaussian and scaled to unit length. Other images (a folder profile's)
+are not deskewed: their grey levels are blurred, centred on their mean and scaled to unit length, so that neither
+brightness, contrast nor colour counts, only the pattern of light and dark. The reference set is
 the training digits plus shifted, rotated and elastically deformed copies of them (the augmentation a k-NN needs
 to see what a CNN learns to ignore). Being of another family than every network, it errs differently.
 """
@@ -61,14 +63,21 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     return band(h).to(images.device) @ images @ band(w).T.to(images.device)
 
 
-def image_embedding(images: torch.Tensor, blur_sigma: float, straighten: bool = True) -> torch.Tensor:
-    """``(B, C, H, W)`` in [0, 1] -> unit vectors of blurred pixels: deskewed digits ``(B, H * W)`` (RGB averaged),
-    or, with ``straighten`` off (images other than digits), every channel as it is ``(B, C * H * W)``."""
-    if not straighten:
-        return F.normalize(gaussian_blur(images.float(), blur_sigma).flatten(1), dim=1)
-    if images.shape[1] == 3:
-        images = images.mean(1, keepdim=True)
-    return F.normalize(gaussian_blur(deskew(images.float()), blur_sigma).flatten(1), dim=1)
+def image_embedding(images: torch.Tensor, blur_sigma: float, straighten: bool = True,
+                    standardize: bool = False) -> torch.Tensor:
+    """``(B, C, H, W)`` in [0, 1] -> unit vectors of blurred pixels:
+
+    - ``straighten`` (digits): deskewed grey levels ``(B, H * W)`` (RGB averaged);
+    - ``standardize`` (other images): grey levels ``(B, H * W)``, each image centred on its mean before the blur;
+    - neither (a folder profile's k-NN recorded before ``standardize``): every channel as it is ``(B, C * H * W)``.
+    """
+    if straighten:
+        grey = images.float().mean(1, keepdim=True) if images.shape[1] == 3 else images.float()
+        return F.normalize(gaussian_blur(deskew(grey), blur_sigma).flatten(1), dim=1)
+    if standardize:  # centred before the blur, so that the blur's zero fill at the border adds no offset
+        grey = images.float().mean(1, keepdim=True)
+        return F.normalize(gaussian_blur(grey - grey.mean((2, 3), keepdim=True), blur_sigma).flatten(1), dim=1)
+    return F.normalize(gaussian_blur(images.float(), blur_sigma).flatten(1), dim=1)
 
 
 #: how many reference images are deskewed and embedded at once
@@ -108,26 +117,32 @@ def reference_embeddings(images: torch.Tensor, labels: torch.Tensor,
     zoo entry stores the recipe, not the ``M x D`` floats. The copies are embedded as they are made, in chunks of
     :data:`EMBED_CHUNK` images into one preallocated tensor: the peak is the embeddings and a copy or two of the
     training images, not every augmented image as well."""
-    straighten = deskews(cfg)
+    straighten, standardize = deskews(cfg), standardizes(cfg)
     copies = augmented_copies(images, cfg.shift, tuple(cfg.rotations), cfg.elastic_copies, cfg.elastic_alpha,
                               cfg.elastic_grid, torch.Generator().manual_seed(cfg.seed), straighten)
     count = (2 * cfg.shift + 1) ** 2 + len(cfg.rotations) + cfg.elastic_copies
-    dim = images[0, :1 if straighten else None].numel()
+    dim = images[0, :1 if straighten or standardize else None].numel()
     embeddings = torch.empty(count * len(images), dim)
     done, pending = 0, images[:0]
     for copy in copies:
         pending = torch.cat([pending, copy])
         while len(pending) >= EMBED_CHUNK:
-            embeddings[done:done + EMBED_CHUNK] = image_embedding(pending[:EMBED_CHUNK], cfg.blur_sigma, straighten)
+            embeddings[done:done + EMBED_CHUNK] = image_embedding(pending[:EMBED_CHUNK], cfg.blur_sigma, straighten,
+                                                                         standardize)
             done, pending = done + EMBED_CHUNK, pending[EMBED_CHUNK:]
     if len(pending):
-        embeddings[done:] = image_embedding(pending, cfg.blur_sigma, straighten)
+        embeddings[done:] = image_embedding(pending, cfg.blur_sigma, straighten, standardize)
     return embeddings, labels.repeat(count)
 
 
 def deskews(cfg: KNNOracleConfig) -> bool:
     """Whether a k-NN judge's config deskews its digits (a profile of other images sets ``deskew`` off)."""
     return getattr(cfg, "deskew", True)
+
+
+def standardizes(cfg: KNNOracleConfig) -> bool:
+    """Whether a k-NN judge's config compares images by their centred grey levels (a folder profile's)."""
+    return getattr(cfg, "standardize", False)
 
 
 class KNNClassifier(nn.Module):
@@ -141,13 +156,14 @@ class KNNClassifier(nn.Module):
         blur_sigma: the embedding's blur.
         num_classes: classes of the vote.
         deskew: deskew each digit and average RGB to grey (:func:`image_embedding`); off for images other than
-            digits, which are compared channel by channel.
+            digits.
+        standardize: (without ``deskew``) compare centred grey levels, not every channel as it is.
     """
 
     family = KNN_FAMILY
 
     def __init__(self, reference: torch.Tensor, labels: torch.Tensor, k: int = 5, blur_sigma: float = 1.0,
-                 num_classes: int = 10, deskew: bool = True) -> None:
+                 num_classes: int = 10, deskew: bool = True, standardize: bool = False) -> None:
         super().__init__()
         if reference.dim() != 2 or labels.shape != reference.shape[:1]:
             raise ValueError(f"expected reference (M, D) and labels (M,), got {tuple(reference.shape)} and "
@@ -160,7 +176,7 @@ class KNNClassifier(nn.Module):
         self.register_load_state_dict_post_hook(lambda module, _: setattr(
             module, "reference_sq", module.reference.pow(2).sum(1)))
         self.k, self.blur_sigma, self.num_classes = int(k), float(blur_sigma), int(num_classes)
-        self.deskew = bool(deskew)
+        self.deskew, self.standardize = bool(deskew), bool(standardize)
 
     def distances(self, queries: torch.Tensor) -> torch.Tensor:
         """Euclidean distances ``(B, M)`` of ``queries (B, D)`` to the references, as ``|r|^2 - 2 q.r + |q|^2``
@@ -171,7 +187,7 @@ class KNNClassifier(nn.Module):
 
     @torch.no_grad()
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        queries = image_embedding(images, self.blur_sigma, self.deskew).to(self.reference.device)
+        queries = image_embedding(images, self.blur_sigma, self.deskew, self.standardize).to(self.reference.device)
         distance, index = self.distances(queries).topk(self.k, largest=False)
         weights = 1.0 / (distance + 1e-6)
         votes = torch.zeros(len(queries), self.num_classes, device=queries.device)

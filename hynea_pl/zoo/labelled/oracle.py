@@ -162,8 +162,11 @@ def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
     data_class = import_class(recipe["data_class"]) if "data_class" in recipe else DataConfig
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in recipe["data"].items()}
     data = data_class(**fields).read_splits()[recipe["split"]]
-    config = PixelKNNOracleConfig if "deskew" in recipe["knn"] else KNNOracleConfig
-    return reference_embeddings(data.train_images, data.train_labels, config(**recipe["knn"]))
+    if "deskew" in recipe["knn"]:  # a folder profile's (recorded before standardize: every channel as it is)
+        config = PixelKNNOracleConfig(**{"standardize": False, **recipe["knn"]})
+    else:
+        config = KNNOracleConfig(**recipe["knn"])
+    return reference_embeddings(data.train_images.float(), data.train_labels, config)
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:

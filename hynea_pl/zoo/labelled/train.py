@@ -22,7 +22,7 @@ from hynea_pl.zoo.labelled.config import (
     AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
 )
 from hynea_pl.zoo.labelled.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.labelled.knn import KNNClassifier, deskews
+from hynea_pl.zoo.labelled.knn import KNNClassifier, deskews, standardizes
 from hynea_pl.zoo.labelled.oracle import OracleTraining, oracle_network, oracle_role
 from hynea_pl.zoo.mnist.data import DataConfig
 from hynea_pl.zoo.splits import ImageSplits
@@ -51,7 +51,7 @@ def train_classifier(cfg: ClassifierConfig, digits: ImageSplits, split: str, out
     init_args = classifier_init_args(cfg, data_config)
     model = SmallCNN(**init_args)
     module = ClassifierTraining(model, lr=cfg.lr, max_steps=cfg.max_steps, max_shift=cfg.max_shift)
-    seconds = fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size, cfg.max_steps, cfg.seed,
+    seconds = fit(module, data.dataset(), cfg.batch_size, cfg.max_steps, cfg.seed,
                   name=role)
     model.eval()
     save_file(model.state_dict(), str(out / "model.safetensors"))
@@ -79,13 +79,13 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split
         console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
         class_path, init_args = f"{KNNClassifier.__module__}.{KNNClassifier.__qualname__}", {
             "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": data_config.num_classes,
-            **({} if deskews(cfg) else {"deskew": False})}
+            **({} if deskews(cfg) else {"deskew": False, "standardize": standardizes(cfg)})}
         extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,
                                "knn": dataclasses.asdict(cfg), **_data_class(data_config)}}
     else:
         model, class_path, init_args = oracle_network(cfg, data_config)
         console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
-        fit(OracleTraining(model, cfg), TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
+        fit(OracleTraining(model, cfg), data.dataset(), cfg.batch_size,
             cfg.max_steps, cfg.seed, name=name)
         save_file(model.eval().state_dict(), str(out / "model.safetensors"))
     config = {
@@ -118,7 +118,7 @@ def train_autoencoder(cfg: AutoencoderConfig, digits: ImageSplits, split: str, o
         latent_channels=cfg.latent_channels, norm_num_groups=cfg.norm_num_groups, sample_size=data_config.image_size,
     )
     module = AutoencoderTraining(vae, cfg.lr, cfg.max_steps, cfg.l1_weight, cfg.kl_weight)
-    seconds = fit(module, TensorDataset(data.train_images), cfg.batch_size, cfg.max_steps, cfg.seed,
+    seconds = fit(module, data.dataset(labels=False), cfg.batch_size, cfg.max_steps, cfg.seed,
                   name="autoencoder")
     vae.eval()
     latents = encode_latents(vae, data.train_images)

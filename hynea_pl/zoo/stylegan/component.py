@@ -22,16 +22,15 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from torch.utils.data import TensorDataset
 from torchvision.utils import save_image
 
 from hynea_pl.zoo.labelled.classifier import accuracy
-from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES
-from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.labelled.gates import probabilities
 from hynea_pl.zoo.labelled.zoo import load_zoo
+from hynea_pl.zoo.mnist.data import IMAGE_SIZE, NUM_CLASSES
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.registry import BuildContext, Component
+from hynea_pl.zoo.splits import ImageSplit
 from hynea_pl.zoo.stylegan import ProjectionDiscriminator, StyleGANTraining, StyleGenerator
 
 
@@ -96,8 +95,7 @@ def train_stylegan(cfg: StyleGANConfig, context: BuildContext, out: Path) -> Sty
     module = StyleGANTraining(generator, discriminator, cfg.lr, cfg.r1_gamma, cfg.r1_interval, cfg.mixing_prob,
                               cfg.ema_kimg, aux_weight=cfg.aux_weight)
     # manual optimisation: Lightning counts both optimisers' steps
-    seconds = train.fit(module, TensorDataset(data.train_images, data.train_labels), cfg.batch_size,
-                        2 * cfg.max_steps, cfg.seed, name="stylegan")
+    seconds = train.fit(module, data.dataset(), cfg.batch_size, 2 * cfg.max_steps, cfg.seed, name="stylegan")
     g_ema = module.g_ema.eval()
     save_file({k: v.contiguous() for k, v in g_ema.state_dict().items()}, str(out / "model.safetensors"))
     config = {"class_path": f"{StyleGenerator.__module__}.{StyleGenerator.__qualname__}",
