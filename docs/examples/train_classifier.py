@@ -5,8 +5,8 @@
 
 ``DATA`` is an ``ImageFolder`` (``DATA/<class>/<image>``). Any torchvision classification model, by name, is trained
 from scratch at ``--size`` px (RGB, normalised to [-1, 1]) on 90 % of the images; the accuracy on the other 10 % is
-printed, the state dict saved to ``OUT.pth``, and the ``sut`` section that tests it (``--sut my_sut.yaml``) written
-next to it as ``OUT.yaml``: :class:`hynea_pl.suts.PretrainedClassifierSUT` with the same preprocessing, so that the
+printed, the state dict saved to ``OUT.pth``, and the ``sut`` section that tests it written next to it as ``OUT.yaml``
+(``fit ... --sut OUT.yaml``): :class:`hynea_pl.suts.PretrainedClassifierSUT` with the same preprocessing, so that the
 generator's images reach the model as its training images did.
 """
 
@@ -72,10 +72,11 @@ def train(data: datasets.ImageFolder, arch: str, epochs: int, batch_size: int,
 
 
 def sut_section(arch: str, weights: Path, num_classes: int, size: int) -> dict:
-    """The ``sut`` section of a campaign config that tests the saved model with its training preprocessing."""
-    return {"sut": {"class_path": "hynea_pl.suts.PretrainedClassifierSUT", "init_args": {
+    """The content of a campaign config's ``sut`` section (``--sut OUT.yaml``) that tests the saved model with its
+    training preprocessing."""
+    return {"class_path": "hynea_pl.suts.PretrainedClassifierSUT", "init_args": {
         "name": arch, "source": "torchvision", "weights": str(weights.resolve()), "num_classes": num_classes,
-        "preprocess": {"size": size, "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3}}}}
+        "preprocess": {"size": size, "channels": 3, "mean": [0.5] * 3, "std": [0.5] * 3}}}
 
 
 def main(argv: list[str] | None = None) -> int:
