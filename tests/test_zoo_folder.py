@@ -141,6 +141,19 @@ def test_a_bad_name_or_setting_is_one_line(cache, tmp_path, capsys):
     assert "multiple of 8" in capsys.readouterr().err
 
 
+def test_a_folder_profile_on_full_trains_its_autoencoder_longer_and_has_the_folder_gates():
+    from hynea_pl.zoo.folder import FOLDER_AUTOENCODER_STEPS, FOLDER_GATES, folder_profile_from
+
+    full, tiny = get_profile("full"), get_profile("tiny")
+    on_full = folder_profile_from("mine", None, "full", ["sut.max_steps=700"])
+    assert on_full.autoencoder.max_steps == FOLDER_AUTOENCODER_STEPS > full.autoencoder.max_steps
+    assert on_full.gates == FOLDER_GATES and on_full.sut.max_steps == 700
+    assert on_full.denoiser == full.denoiser and on_full.oracles["oracle-1"] == full.oracles["oracle-1"]
+    assert folder_profile_from("mine", None, "full", ["autoencoder.max_steps=300"]).autoencoder.max_steps == 300
+    on_tiny = folder_profile_from("mine", None, "tiny")
+    assert on_tiny.autoencoder == tiny.autoencoder and on_tiny.gates == tiny.gates
+
+
 def test_settings_change_a_field_and_its_type():
     profile = apply_settings(get_profile("tiny"), ["denoiser.max_steps=7", "gates.verdict_ceiling=0.5",
                                                    "oracles.oracle-1.widths=[4, 8]"])
