@@ -90,6 +90,8 @@ def test_rate_port_out_of_range_is_one_line(tmp_path, capsys):
     (["--model.init_args.lr_max", "-1"], ['"lr_max"', "PositiveFloat", "-1"]),
     (["--model.init_args.pct_start", "2"], ['"pct_start"', "OpenUnitInterval", "2"]),
     (["--model.init_args.attempts", "0"], ['"attempts"', "PositiveInt"]),
+    (["--oracle.class_path", "hynea_pl.zoo.mnist.oracle_sut.ZooOracle"],  # a config of the layout before
+     ["hynea_pl.zoo.mnist.oracle_sut.ZooOracle is now hynea_pl.zoo.labelled.oracle_sut.ZooOracle"]),
 ])
 def test_the_parser_reason_is_kept(args, expected, tmp_path, capsys):
     assert main(["fit", "--config", "configs/mnist.yaml", "--output.root", str(tmp_path), *args]) == 2

@@ -36,6 +36,7 @@ from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
+from hynea_pl.zoo.cache import MOVED_CLASSES
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
 TRAINER_DEFAULTS = {
@@ -188,7 +189,10 @@ def _check_config_files(args: list[str]) -> None:
 def closest_option_hint(message: str) -> str:
     """``"; did you mean 'lr_max'?"`` for an unknown key in a jsonargparse message (an option a class does not
     accept, an unrecognized ``--section.option``), from the class's parameters or the schema's keys; ``""`` when
-    nothing is close."""
+    nothing is close; for a class path that moved (:data:`~hynea_pl.zoo.cache.MOVED_CLASSES`), where it is now."""
+    moved = [(old, new) for old, new in MOVED_CLASSES.items() if f"'{old}'" in message]
+    if moved:
+        return "".join(f"; {old} is now {new}" for old, new in moved)
     option = re.search(r"Option '([\w.]+)' is not accepted", message)
     class_path = re.search(r"class_path[ =]'([\w.]+)'", message)
     if option and class_path:
