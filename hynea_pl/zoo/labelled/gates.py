@@ -1,5 +1,5 @@
-"""Quality gates of the MNIST base zoo: measured on held-out digits, on generated digits and on the 10,000 MNIST test
-digits (the base zoo's ``measure``, :mod:`hynea_pl.zoo.labelled.zoo`)."""
+"""Quality gates of a base zoo: measured on the profile's held-out images (the 10,000 MNIST test digits for the
+built-in profiles) and on generated images (the base zoo's ``measure``, :mod:`hynea_pl.zoo.labelled.zoo`)."""
 
 from __future__ import annotations
 

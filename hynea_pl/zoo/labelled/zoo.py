@@ -1,12 +1,13 @@
-"""The MNIST base zoo: its components in the registry (:mod:`hynea_pl.zoo.registry`), built and gated together as
-the bundle ``zoo``, and :class:`Zoo`, a built profile's models.
+"""The base zoo of a labelled-image profile (the MNIST digits' or a folder's): its components in the registry
+(:mod:`hynea_pl.zoo.registry`), built and gated together as the bundle ``zoo``, and :class:`Zoo`, a built profile's
+models.
 
 Members: ``sut`` and ``embedder`` (:class:`~hynea_pl.zoo.labelled.classifier.SmallCNN`), ``autoencoder`` (diffusers
 ``AutoencoderKL``), ``ldm`` (a class-conditional latent diffusion generator on the autoencoder's latents) and the
 validity oracle's members (:data:`~hynea_pl.zoo.labelled.oracle.ORACLE_NAMES`). Their training configs are the
-profile's fields (:mod:`hynea_pl.zoo.mnist.profiles`). The bundle's gates (:mod:`hynea_pl.zoo.labelled.gates`): the
-SUT's accuracy on held-out digits, on their reconstructions and on generated digits, each oracle member's accuracy,
-and the build time of the whole base zoo (a budget).
+profile's fields (:mod:`hynea_pl.zoo.labelled.config`). The bundle's gates (:mod:`hynea_pl.zoo.labelled.gates`):
+the SUT's accuracy on held-out images, on their reconstructions and on generated images, each oracle member's
+accuracy, the verdict's ceiling and the build time of the whole base zoo (a budget).
 """
 
 from __future__ import annotations
