@@ -95,3 +95,8 @@ def as_saved(images: Tensor) -> Tensor:
     """``images`` in [0, 1] as an 8-bit PNG holds them (the rounding of torchvision's ``save_image``, which writes a
     run's PNGs): the same shape, every value a multiple of 1/255. A failure is judged on this image."""
     return images.mul(255).add(0.5).clamp(0, 255).floor().div(255)
+
+
+def from_levels(levels: Tensor) -> Tensor:
+    """8-bit levels (uint8, any shape) as float32 in [0, 1]: ``level / 255``, the scale of every image here."""
+    return levels.to(torch.float32).div_(255.0)

@@ -37,6 +37,7 @@ from hynea_pl.data.image_folder import (
     _source_channels,
     _to_tensor,
 )
+from hynea_pl.images import from_levels
 
 STORE_FORMAT = 1
 _PROGRESS_EVERY = 1000
@@ -82,8 +83,7 @@ class ImageStore:
 
     def float_images(self, index: torch.Tensor | slice | None = None) -> torch.Tensor:
         """``(n, C, S, S)`` float32 in [0, 1] (level / 255) of the rows ``index`` selects (all when None)."""
-        selected = self.images if index is None else self.images[index]
-        return selected.to(torch.float32).div_(255.0)
+        return from_levels(self.images if index is None else self.images[index])
 
 
 @dataclass

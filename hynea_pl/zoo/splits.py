@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
+from hynea_pl.images import from_levels
+
 #: the training splits, in the order they are cut
 SPLITS = ("sut", "method", "judges")
 
@@ -42,7 +44,7 @@ class StoredImages:
         return torch.Size((len(self.index), *self.levels.shape[1:]))
 
     def __getitem__(self, key: int | slice | torch.Tensor) -> torch.Tensor:
-        return self.levels[self.index[key]].to(torch.float32).div_(255.0)
+        return from_levels(self.levels[self.index[key]])
 
     def float(self) -> torch.Tensor:
         return self[:]

@@ -31,7 +31,7 @@ def check_accelerator(accelerator: str) -> str:
     else :class:`AcceleratorUnavailable` saying what is."""
     from lightning.pytorch.accelerators import AcceleratorRegistry
 
-    if accelerator != "auto" and accelerator not in AcceleratorRegistry and accelerator != "gpu":
+    if accelerator not in {"auto", "gpu", *AcceleratorRegistry}:
         raise AcceleratorUnavailable(f"--accelerator {accelerator!r}: choose one of cpu, gpu, cuda, mps, auto")
     try:
         with _quiet_lightning():

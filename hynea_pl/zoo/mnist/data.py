@@ -17,6 +17,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
+from hynea_pl.images import from_levels
 from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
 
 IMAGE_SIZE = 32
@@ -74,21 +75,16 @@ def _mnist() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, tor
     return (torch.cat([train[0], valid[0]]), torch.cat([train[1], valid[1]])), test
 
 
-def _unit(levels: torch.Tensor) -> torch.Tensor:
-    """8-bit levels -> float32 in [0, 1] (level / 255, the scale of every other image here)."""
-    return levels.to(torch.float32).div_(255)
-
-
 def mnist_test_digits() -> tuple[torch.Tensor, torch.Tensor]:
     """The standard 10,000 MNIST test digits ``(10000, 1, 32, 32)`` in [0, 1] and their labels ``(10000,)``."""
     levels, labels = _mnist()[1]
-    return _unit(levels), labels
+    return from_levels(levels), labels
 
 
 def mnist_train_digits() -> tuple[torch.Tensor, torch.Tensor]:
     """The 60,000 MNIST training digits ``(60000, 1, 32, 32)`` in [0, 1] and their labels ``(60000,)``."""
     levels, labels = _mnist()[0]
-    return _unit(levels), labels
+    return from_levels(levels), labels
 
 
 def split_indices(cfg: DataConfig) -> dict[str, torch.Tensor]:
@@ -104,7 +100,7 @@ def split_indices(cfg: DataConfig) -> dict[str, torch.Tensor]:
 def held_out_digits_of(cfg: DataConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The first ``cfg.held_out`` MNIST test digits and their labels: the held-out set of a profile."""
     levels, labels = _mnist()[1]
-    return _unit(levels[: cfg.held_out]), labels[: cfg.held_out]
+    return from_levels(levels[: cfg.held_out]), labels[: cfg.held_out]
 
 
 def load_digits(cfg: DataConfig | None = None) -> ImageSplits:
@@ -112,5 +108,5 @@ def load_digits(cfg: DataConfig | None = None) -> ImageSplits:
     cfg = cfg or DataConfig()
     levels, labels = _mnist()[0]
     test_images, test_labels = held_out_digits_of(cfg)
-    return ImageSplits(**{name: ImageSplit(_unit(levels[index]), labels[index], test_images, test_labels)
+    return ImageSplits(**{name: ImageSplit(from_levels(levels[index]), labels[index], test_images, test_labels)
                           for name, index in split_indices(cfg).items()})
