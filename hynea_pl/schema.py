@@ -12,6 +12,9 @@ Meanings shared by every method (the SUT's task defines the tests, :mod:`hynea_p
   detections (detection); ``flipped_before_saving`` is the same decision on the float image the method produced;
 - ``target_reached``: the result reached the case's ``target``: the target class (multiclass); for binary and
   detection, where the target *is* the change (an attribute to flip, a class to suppress), it equals ``flipped``;
+- ``accepted``: the method's own success criterion held for the result (its stop rule, with every check it asks);
+  false when the case ended without a result its method accepted: the image is then its best try, kept for
+  inspection, and a flip on it is never a failure (verdict ``unaccepted``);
 - ``sut_evals``: SUT evaluations spent, counting only images the SUT had not scored before in that case.
 """
 
@@ -29,12 +32,13 @@ from hynea_pl.verdicts import (
 )
 
 #: Bump when a field is added, removed or changes meaning.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: Older versions still read, each as the current one with the fields it lacks at their defaults (version 2 had no
 #: ``origin_boxes`` / ``result_boxes``; version 3 no per-judge labels, realism or saved-image fields, and its
 #: ``flipped`` was the SUT's decision on the unsaved float image; version 4 no stability fields; version 5 no
-#: real-image origin fields; version 6 no scene layout).
-READABLE_VERSIONS = (2, 3, 4, 5, 6, 7)
+#: real-image origin fields; version 6 no scene layout; version 7 no ``accepted``, and its verdict could call a flip
+#: on a result its method did not accept a ``valid_failure``).
+READABLE_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
 
 Task = Literal["multiclass", "binary", "detection"]
 
@@ -63,7 +67,7 @@ class CaseRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    schema_version: Literal[7] = SCHEMA_VERSION
+    schema_version: Literal[8] = SCHEMA_VERSION
     # --- which case --------------------------------------------------------------------------------------------
     method: str = Field(description="method name: hynea, giftbench-low-1e-4, sinvad, ...")
     run: str = Field(description="run name (the run folder's name)")
@@ -83,6 +87,10 @@ class CaseRecord(BaseModel):
     flipped_before_saving: bool | None = Field(
         None, description="the same decision on the float result before it was saved as an 8-bit PNG")
     target_reached: bool = Field(False, description="the result reached the target")
+    accepted: bool | None = Field(
+        None, description="the method's own success criterion held for the result (CaseResult.found: its stop rule "
+                          "with every check it asks); false: the case ended without a result its method accepted and "
+                          "the image is its best try, kept for inspection; null: not recorded (older records)")
     confidence_reduction: float | None = Field(None, description="detection: paper eq. 15 on the result")
     origin_boxes: list[list[float]] | None = Field(
         None, description="detection: the SUT's top-k detections on the origin, most confident first, each "

@@ -8,6 +8,8 @@ Every other module names a verdict through these constants, never by a string of
   manifold (it fails the realism test: a scribble, a broken stroke);
 - ``semantic_change``: the SUT flipped and the judges read the SUT's new label (the image really changed class);
 - ``ambiguous``: the SUT flipped and the judges are split or read a third class;
+- ``unaccepted``: the SUT flipped on a result its method did not accept (the case found none; its best try is kept
+  for inspection): never a failure, whatever the judges read;
 - ``no_flip``: the SUT's decision did not leave the origin's.
 
 A run's metrics row has one rate column per verdict of a flip (:data:`RATE_KEYS`: ``valid_failure_rate``, ...).
@@ -25,12 +27,12 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "no_flip"]
+Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "unaccepted", "no_flip"]
 #: Every verdict, in the order above.
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
-VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS, NO_FLIP = VERDICTS
+VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS, UNACCEPTED, NO_FLIP = VERDICTS
 #: The verdicts of a flip (all but ``no_flip``).
-FLIP_VERDICTS: tuple[Verdict, ...] = (VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS)
+FLIP_VERDICTS: tuple[Verdict, ...] = (VALID_FAILURE, DEGRADED, SEMANTIC_CHANGE, AMBIGUOUS, UNACCEPTED)
 #: The metrics row's column of each flip verdict's rate over all cases: ``valid_failure_rate``, ``degraded_rate``, ...
 RATE_KEYS: dict[Verdict, str] = {verdict: f"{verdict}_rate" for verdict in FLIP_VERDICTS}
 VALID_FAILURE_RATE = RATE_KEYS[VALID_FAILURE]
@@ -41,4 +43,5 @@ STABLE_FAILURE_RATE = "stable_failure_rate"
 VERDICT_CEILING = "verdict_ceiling"
 
 __all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "STABLE_FAILURE_RATE",
-           "STABLE_FLIP_RATE", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "VERDICT_CEILING", "Verdict"]
+           "STABLE_FLIP_RATE", "UNACCEPTED", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "VERDICT_CEILING",
+           "Verdict"]

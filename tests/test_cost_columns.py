@@ -37,6 +37,23 @@ def test_summary_keys_say_flipped_or_all_cases():
     assert summary["ended_before_budget_rate"] == pytest.approx(1 / 5)
 
 
+def test_the_summary_counts_and_prints_flips_on_results_no_method_accepted():
+    from rich.console import Console
+
+    from hynea_pl.campaign.summary import summary_table
+
+    records = [record(0, True, 10, "flipped").model_copy(update={"verdict": "valid_failure", "accepted": True}),
+               record(1, True, 30, "max_steps").model_copy(update={"verdict": "unaccepted", "accepted": False}),
+               record(2, False, 40, "budget").model_copy(update={"verdict": "no_flip", "accepted": False})]
+    summary = summarize_records(records)
+    assert summary["unaccepted_rate"] == pytest.approx(1 / 3) and summary["valid_failure_rate"] == pytest.approx(1 / 3)
+    assert summary["flip_rate"] == pytest.approx(2 / 3), "the SUT did flip on the best try: a flip, not a failure"
+    console = Console(width=200, record=True)
+    console.print(summary_table("m on r", summary))
+    line = next(line for line in console.export_text().splitlines() if "unaccepted_rate" in line)
+    assert "0.3333" in line
+
+
 def test_ended_before_budget_rate_counts_own_rule_and_step_limit_stops():
     records = [record(0, False, 410, "converged"), record(1, False, 50, "max_steps"), record(2, True, 5, "flipped"),
                record(3, False, 2700, "budget")]

@@ -32,7 +32,7 @@ def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failur
     valid = sum(r.verdict == "valid_failure" for r in records)
     assert summary["valid_failure_rate"] == pytest.approx(valid / len(records))
     assert summary["valid_failure_rate"] + summary["degraded_rate"] + summary["semantic_change_rate"] + \
-        summary["ambiguous_rate"] == pytest.approx(summary["flip_rate"])
+        summary["ambiguous_rate"] + summary["unaccepted_rate"] == pytest.approx(summary["flip_rate"])
     assert main(["compare", str(tmp_path / "judged"), "--out", str(tmp_path), "--embedder", "none"]) == 0
     assert "valid_failure_rate" in (tmp_path / "compare.md").read_text()
     # beside it, the ceiling of its verdict: the zoo judges' and realism test's valid rate on the MNIST test digits

@@ -119,6 +119,9 @@ def test_rq1_and_rq2_show_metrics_json_values_with_their_sd():
     assert first["MS-SSIM ↑ (mean ± sd)"] == "0.76 ± 0.126" and second["MS-SSIM ↑ (mean ± sd)"] == "0.5"
     assert first["LPIPS ↓ (mean ± sd)"] == "-" and first["KID ↓ (mean ± sd)"] == "0.01"
     assert first["valid failure ↑"] == 0.5 and pd.isna(second["valid failure ↑"]) and pd.isna(second["FID ↓"])
+    assert list(rq1.columns).index("unaccepted") == list(rq1.columns).index("ambiguous") + 1
+    assert pd.isna(first["unaccepted"])  # a row without the rate (older metrics.json): empty, not zero
+    assert rq1_table([metrics_row("hynea", unaccepted_rate=0.25)], ["a"]).iloc[0]["unaccepted"] == 0.25
     shown = display_frame(rq1)
     assert shown.iloc[1]["valid failure ↑"] == "-" and shown.iloc[1]["judged"] == "-"
     assert shown.iloc[0]["cases"] == "4" and shown.iloc[0]["trace diff ↓"] == "79.6"

@@ -92,6 +92,10 @@ def test_captions_name_case_labels_and_verdict():
     split = judged.model_copy(update={"verdict": "ambiguous", "judge_labels": {"a": 3, "b": 5}})
     assert [text for text, _ in caption(split)] == ["c3-0", "class 3 -> SUT label 5", "judges 3 5", "ambiguous"]
     assert caption(judged.model_copy(update={"verdict": "degraded"}))[2][0] == "degraded"
+    unaccepted = caption(judged.model_copy(update={"verdict": "unaccepted", "accepted": False, "flipped": True}))
+    assert unaccepted[2] == ("unaccepted", (150, 150, 150))
+    unjudged = caption(judged.model_copy(update={"verdict": None, "accepted": False, "flipped": True}))
+    assert unjudged[2][0] == "unaccepted", "a flip on a result its method did not accept is marked, judged or not"
 
 
 def test_error_cases_get_a_column_without_images(tmp_path):
@@ -113,6 +117,20 @@ def test_write_grids_writes_the_valid_failures_grid_with_only_those_cases(tmp_pa
             case_grid(run, valid, title="hynea / r: 2 valid failures of 5 judged cases")))
     with Image.open(run / "grid.png") as image:
         assert image.size == case_grid(run, records, title="hynea / r: 6 cases").size
+
+
+def test_the_valid_failures_grid_never_shows_an_unaccepted_case(tmp_path):
+    run, records = make_run(tmp_path / "run", ["valid_failure", "unaccepted", "no_flip"])
+    records[1] = records[1].model_copy(update={"accepted": False})
+    # a hand-written record that still calls an unaccepted result valid: left out all the same
+    stale = records[0].model_copy(update={"accepted": False, "case_id": "c9-9"})
+    written = write_grids(run, [*records, stale])
+    assert run / "grid_valid_failures.png" in written
+    title = "hynea / r: 1 valid failures of 4 judged cases"
+    with Image.open(run / "grid_valid_failures.png") as image:
+        assert np.array_equal(np.asarray(image.convert("RGB")), np.asarray(case_grid(run, records[:1], title=title)))
+    only = write_grids(run, [records[1], records[2]])
+    assert only == [run / "grid.png"]
 
 
 def test_no_valid_failure_writes_no_valid_failures_grid(tmp_path):

@@ -64,7 +64,7 @@ def test_a_version_2_record_reads_as_the_current_version_without_boxes(tmp_path)
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
-    assert again.schema_version == SCHEMA_VERSION == 7 and again.flipped and again.result_boxes is None
+    assert again.schema_version == SCHEMA_VERSION == 8 and again.flipped and again.result_boxes is None
 
 
 def test_a_version_3_record_reads_without_judge_labels_realism_or_saved_decision(tmp_path):
@@ -104,6 +104,27 @@ def test_a_version_5_record_reads_without_real_image_fields(tmp_path):
     path.write_text(json.dumps(old) + "\n")
     (again,) = read_records(path)
     assert again.schema_version == SCHEMA_VERSION and again.origin_source is None and again.real_ms_ssim is None
+
+
+def test_a_version_7_record_reads_without_accepted(tmp_path):
+    old = record(flipped=True, verdict="valid_failure").model_dump()
+    old["schema_version"] = 7
+    del old["accepted"]
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (again,) = read_records(path)
+    assert again.schema_version == SCHEMA_VERSION and again.accepted is None
+    assert again.verdict == "valid_failure", "an older record keeps the verdict it was written with"
+
+
+def test_accepted_round_trips_and_is_validated(tmp_path):
+    records = [record(flipped=True, accepted=False, verdict="unaccepted"), record(case_id="c3-1", accepted=True)]
+    path = tmp_path / "records.jsonl"
+    write_records(path, records)
+    again = read_records(path)
+    assert [r.accepted for r in again] == [False, True] and again[0].verdict == "unaccepted"
+    with pytest.raises(Exception, match="accepted"):
+        again[0].accepted = "maybe"
 
 
 def test_stable_means_held_on_every_variant():

@@ -195,3 +195,51 @@ def test_the_case_line_prints_every_judges_reading():
                         judge_labels={"a": 9, "b": 9, "c": 7, "d": 9})
     assert "ambiguous[/] (judges read 9 9 7 9)" in describe(1, 1, record)
     assert "(judges read 9)" in describe(1, 1, record.model_copy(update={"judge_labels": None}))
+
+
+def test_the_case_line_marks_a_flip_its_method_did_not_accept():
+    from hynea_pl.campaign.console import describe
+
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c9-2", seed=2, origin_class=9, flipped=True,
+                        result_label=7, verdict="unaccepted", accepted=False, judge_labels={"a": 9, "b": 9})
+    line = describe(1, 1, record)
+    assert "no accepted result (best try kept)[/] (judges read 9 9)" in line and "valid failure" not in line
+    unjudged = describe(1, 1, record.model_copy(update={"verdict": None, "judge_labels": None}))
+    assert "no accepted result (best try kept)" in unjudged
+    accepted = describe(1, 1, record.model_copy(update={"verdict": "valid_failure", "accepted": True}))
+    assert "no accepted result" not in accepted and "valid failure" in accepted
+
+
+def test_a_case_records_whether_its_method_accepted_the_result_before_it_is_judged(tmp_path):
+    from hynea_pl.campaign.outcome import fill_outcome
+    from hynea_pl.campaign.records import RunFolder
+    from hynea_pl.methods.base import CaseOutcome, CaseResult
+
+    class Threshold(torch.nn.Module):
+        """Class 1 when pixel (0, 0) is bright, else class 0."""
+
+        def forward(self, images):
+            up = (images[:, 0, 0, 0] > 0.5).float() * 10
+            return torch.stack([10 - up, up], 1)
+
+    class AlwaysZero(torch.nn.Module):
+        """A judge that still reads the origin's class 0 on every image."""
+
+        def forward(self, images):
+            return torch.tensor([[10.0, 0.0]]).expand(len(images), 2)
+
+    sut, oracle = ClassifierSUT(Threshold()), ClassifierSUT(AlwaysZero())
+    origin = torch.zeros(1, 1, 8, 8)
+    flipped = origin.clone()
+    flipped[0, 0, 0, 0] = 1.0
+    verdicts = {}
+    for found in (True, False):
+        outcome = CaseOutcome(sut_evals=1, origin_output=sut(origin), target=torch.tensor([1]), origin_image=origin,
+                              result=CaseResult(image=flipped, output=sut(flipped), step=1, found=found))
+        record = CaseRecord(method="m", run="r", task="multiclass", case_id=f"c0-{int(found)}", seed=1,
+                            origin_class=0)
+        fill_outcome(record, outcome, sut, RunFolder(tmp_path, "run"), oracle)
+        assert record.flipped and record.accepted is found and record.oracle_result_label == 0
+        assert record.result_image is not None, "the best try is kept for inspection"
+        verdicts[found] = record.verdict
+    assert verdicts == {True: "valid_failure", False: "unaccepted"}

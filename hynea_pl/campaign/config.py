@@ -104,7 +104,7 @@ def fit_parser() -> LightningArgumentParser:
     parser.add_subclass_arguments(SUT, "oracle", required=False,
                                   help="The validity oracle: an independent judge of the same task as the SUT that "
                                        "gives every case its verdict (valid_failure, semantic_change, ambiguous, "
-                                       "no_flip); it must never be the model that steers the search.")
+                                       "unaccepted, no_flip); it must never be the model that steers the search.")
     parser.add_subclass_arguments(TypicalityTest, "realism", required=False,
                                   help="The realism test of the verdict: a result the judges read as the origin's "
                                        "class that fails it is 'degraded', not a valid failure "

@@ -12,9 +12,11 @@ from rich.markup import escape
 from hynea_pl.campaign.summary import summary_table
 from hynea_pl.data import LabelledImages
 from hynea_pl.schema import CaseRecord
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, VALID_FAILURE
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE
 
 console = Console()
+#: a case's line when the SUT flipped on a result its method did not accept (verdict ``unaccepted``)
+UNACCEPTED_TEXT = "[dim]no accepted result (best try kept)[/]"
 
 
 def resuming(path: Path, n_done: int, n_failed: int = 0) -> None:
@@ -44,7 +46,10 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
     else:
         outcome = f"[yellow]not flipped[/] (predicts {record.result_label})"
     judged = {VALID_FAILURE: "[green]valid failure[/]", DEGRADED: "[yellow]degraded[/]",
-              SEMANTIC_CHANGE: "[red]semantic change[/]", AMBIGUOUS: "[yellow]ambiguous[/]"}.get(record.verdict or "")
+              SEMANTIC_CHANGE: "[red]semantic change[/]", AMBIGUOUS: "[yellow]ambiguous[/]",
+              UNACCEPTED: UNACCEPTED_TEXT}.get(record.verdict or "")
+    if record.flipped and record.accepted is False and not judged:  # no oracle: still marked
+        outcome += f" -> {UNACCEPTED_TEXT}"
     if judged:
         readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
                     else str(record.oracle_result_label))

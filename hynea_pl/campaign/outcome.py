@@ -87,6 +87,7 @@ def fill_outcome(record: CaseRecord, outcome: CaseOutcome, sut: SUT, folder: Run
     record.result_pred = _pred(output)
     record.result_label = int(sut.prediction(output)[0])
     record.flipped = bool(sut.is_flipped(output, origin_output, target)[0])
+    record.accepted = bool(result.found)  # false: no result its method accepted, the image is its best try
     record.target_reached = bool(sut.reaches_target(output, origin_output, target)[0])
     record.result_step = result.step
     for key, value in stability_fields(sut, stability, saved, origin_output, target, record.flipped).items():

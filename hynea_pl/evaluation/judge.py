@@ -72,7 +72,8 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
     decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). The
     judges must be unanimous (an ensemble oracle's members are asked one by one); a result they read as the SUT
     does is never a valid failure. With a ``realism`` test, a result they read as the origin's class must also
-    pass it (else ``degraded``).
+    pass it (else ``degraded``). A flip on a result its method did not accept (``record.accepted`` false) is
+    ``unaccepted`` whatever the judges read; their readings and the realism test are still recorded.
     """
     if not judges_task(oracle.task, record.task):
         raise ValueError(f"the oracle judges {oracle.task} outputs, the SUT's task is {record.task}")
@@ -96,5 +97,5 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
         realistic = bool(readings["passed"][1])
         fields.update(origin_realistic=bool(readings["passed"][0]), realistic=realistic,
                       realism_score=float(readings["score"][1]))
-    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, sut, realistic)
+    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, sut, realistic, record.accepted)
     return fields

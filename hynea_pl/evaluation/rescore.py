@@ -57,7 +57,8 @@ from hynea_pl.metrics import (
 from hynea_pl.metrics.functional.search import summarize
 from hynea_pl.metrics.weights import MetricUnavailable, to_record_value, unavailable_entry
 from hynea_pl.schema import CaseRecord, read_records
-from hynea_pl.verdicts import FLIP_VERDICTS, RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE
+from hynea_pl.verdicts import (FLIP_VERDICTS, RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, UNACCEPTED,
+                               VALID_FAILURE)
 
 __all__ = ["METRICS_FILE", "ended_before_budget_rate", "evaluate_run", "read_metrics", "records_row",
            "validity_columns"]
@@ -205,12 +206,13 @@ def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
 
     ``valid_failure_rate`` = cases the SUT flipped while the judges unanimously keep the origin's class and the
     result passes the realism test / all cases (errors included); ``degraded_rate`` (the judges keep the class, the
-    result fails the realism test), ``semantic_change_rate`` and ``ambiguous_rate`` likewise;
+    result fails the realism test), ``semantic_change_rate`` and ``ambiguous_rate`` likewise; ``unaccepted_rate``
+    (and ``n_unaccepted``): flips on the best try of a case whose method accepted no result, never failures;
     ``sut_evals_per_valid_failure`` and ``runtime_s_per_valid_failure`` = what the whole run spent (all cases) /
     valid failures found. ``realism_pass_origins`` / ``realism_pass_results``: the fraction of origins / results
     that pass the realism test, over the cases it read. All ``None`` when no case was judged (no ``oracle``)."""
     judged = [r for r in cases if r.verdict is not None]
-    keys = ("n_judged", *RATE_KEYS.values(), "n_valid_failures", "sut_evals_per_valid_failure",
+    keys = ("n_judged", *RATE_KEYS.values(), "n_valid_failures", "n_unaccepted", "sut_evals_per_valid_failure",
             "runtime_s_per_valid_failure", "median_ms_ssim_valid_failures", "realism_pass_origins",
             "realism_pass_results")
     if not judged:
@@ -227,6 +229,7 @@ def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
         "n_judged": len(judged),
         **{RATE_KEYS[v]: count[v] / n for v in FLIP_VERDICTS},
         "n_valid_failures": len(valid),
+        "n_unaccepted": count[UNACCEPTED],
         "sut_evals_per_valid_failure": sum(r.sut_evals for r in cases) / len(valid) if valid else None,
         "runtime_s_per_valid_failure": sum(r.runtime_s for r in cases) / len(valid) if valid else None,
         "realism_pass_origins": pass_rate([r.origin_realistic for r in cases]),

@@ -45,7 +45,8 @@ FLIPS_ARE_NOT_FAILURES = (
     "A flip is not a failure. `misclassification` and `flip rate` count every case whose SUT decision left the "
     "origin's. Only `valid failure` counts real faults of the SUT: flips whose image the validity oracle's judges "
     "still read as the origin's class. `semantic change`: the judges read the SUT's new label (the image changed "
-    "class, the SUT was right); `ambiguous`: they read a third class. Verdict rates are over all cases; `judged` "
+    "class, the SUT was right); `ambiguous`: they read a third class; `unaccepted`: the SUT flipped on the best try "
+    "of a case whose method accepted no result (never a failure). Verdict rates are over all cases; `judged` "
     "is how many cases the oracle judged (`-`: the run had no oracle).")
 
 

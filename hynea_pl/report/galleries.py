@@ -42,7 +42,8 @@ def write_galleries(run_dir: Path, records: Sequence[CaseRecord], out_dir: Path,
     cases = [r for r in records if r.is_case]
     galleries = []
     for key, title, verdict in GALLERIES:
-        chosen = [r for r in cases if verdict is None or r.verdict == verdict]
+        chosen = [r for r in cases if verdict is None
+                  or (r.verdict == verdict and not (verdict == VALID_FAILURE and r.accepted is False))]
         shown = chosen[:max_cases]
         path = None
         if shown:

@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from hynea_pl.images import load_image
 from hynea_pl.schema import CaseRecord
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, VALID_FAILURE
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE
 
 __all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "layout_boxes", "upscale", "write_grids"]
 
@@ -28,6 +28,7 @@ VERDICT_STYLE: dict[str | None, tuple[str, RGB]] = {
     DEGRADED: ("degraded", (180, 150, 0)),
     SEMANTIC_CHANGE: ("semantic change", (210, 0, 0)),
     AMBIGUOUS: ("ambiguous", (230, 120, 0)),
+    UNACCEPTED: ("unaccepted", (150, 150, 150)),
     NO_FLIP: ("no flip", (130, 130, 130)),
     None: ("not judged", (90, 90, 90)),
 }
@@ -52,10 +53,16 @@ def upscale(image: Image.Image, min_size: int) -> Image.Image:
 
 def caption(record: CaseRecord) -> list[tuple[str, RGB]]:
     """Caption lines with colours: case id, ``class c -> SUT label l``, each judge's reading (``judges 3 3 3 5``)
-    when recorded, the verdict (or ``error``)."""
+    when recorded, the verdict (or ``error``; ``unaccepted`` also for an unjudged flip on a result its method did
+    not accept)."""
     origin = "unconditional" if record.origin_class is None else f"class {record.origin_class}"
     label = "?" if record.result_label is None else record.result_label
-    status = ERROR_STYLE if not record.ok else VERDICT_STYLE[record.verdict]
+    if not record.ok:
+        status = ERROR_STYLE
+    elif record.flipped and record.accepted is False:
+        status = VERDICT_STYLE[UNACCEPTED]
+    else:
+        status = VERDICT_STYLE[record.verdict]
     judges = [("judges " + " ".join(map(str, record.judge_labels.values())), BLACK)] if record.judge_labels else []
     return [(record.case_id, BLACK), (f"{origin} -> SUT label {label}", BLACK), *judges, status]
 
@@ -177,14 +184,15 @@ def case_grid(run_dir: Path, records: Sequence[CaseRecord], title: str | None = 
 
 
 def write_grids(run_dir: Path, records: Sequence[CaseRecord]) -> list[Path]:
-    """Write ``grid.png`` (every case) and ``grid_valid_failures.png`` (verdict == valid_failure; skipped when
-    there is none) into ``run_dir``; returns the paths written (none when there is no case)."""
+    """Write ``grid.png`` (every case) and ``grid_valid_failures.png`` (verdict == valid_failure, never a result its
+    method did not accept; skipped when there is none) into ``run_dir``; returns the paths written (none when there
+    is no case)."""
     run_dir = Path(run_dir)
     cases = [r for r in records if r.is_case]
     if not cases:
         return []
     head = f"{cases[0].method} / {cases[0].run}"
-    valid = [r for r in cases if r.verdict == VALID_FAILURE]
+    valid = [r for r in cases if r.verdict == VALID_FAILURE and r.accepted is not False]
     judged = sum(r.verdict is not None for r in cases)
     written = []
     for name, shown, title in (

@@ -15,7 +15,7 @@ from hynea_pl.report.compare import format_value, metric_value
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import task_class
 from hynea_pl.verdicts import (AMBIGUOUS, DEGRADED, RATE_KEYS, SEMANTIC_CHANGE, STABLE_FAILURE_RATE, STABLE_FLIP_RATE,
-                               VALID_FAILURE)
+                               UNACCEPTED, VALID_FAILURE)
 
 __all__ = ["confusion_counts", "mean_sd", "metric", "rq1_table", "rq2_table", "run_labels", "unavailable_notes"]
 
@@ -31,6 +31,7 @@ RQ1_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("degraded", RATE_KEYS[DEGRADED], None),
     ("semantic change", RATE_KEYS[SEMANTIC_CHANGE], None),
     ("ambiguous", RATE_KEYS[AMBIGUOUS], None),
+    ("unaccepted", RATE_KEYS[UNACCEPTED], None),
     ("stable flip", STABLE_FLIP_RATE, None),
     ("stable failure ↑", STABLE_FAILURE_RATE, None),
     ("MS-SSIM ↑ (mean ± sd)", "mean_ms_ssim", "std_ms_ssim"),

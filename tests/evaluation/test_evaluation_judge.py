@@ -44,6 +44,11 @@ def test_judge_case_on_real_digits():
     assert fields["verdict"] == "valid_failure" and fields["oracle_origin_label"] == 3
     assert 0.99 < fields["oracle_result_confidence"] <= 1.0
     assert judge_case(oracle, case(True, 8), three, five)["verdict"] == "ambiguous"
+    # the same valid failure on a result its method did not accept: unaccepted, the judges' reading still recorded
+    unaccepted = judge_case(oracle, case(True, 5).model_copy(update={"accepted": False}), three, other_three)
+    assert unaccepted["verdict"] == "unaccepted" and unaccepted["oracle_result_label"] == 3
+    assert judge_case(oracle, case(True, 5).model_copy(update={"accepted": True}), three,
+                      other_three)["verdict"] == "valid_failure"
     with pytest.raises(ValueError, match="judges multiclass outputs"):
         judge_case(oracle, CaseRecord(method="m", run="r", task="binary", case_id="u-0", seed=1, origin_class=None,
                                       target=0), three, three)

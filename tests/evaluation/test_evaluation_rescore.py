@@ -159,3 +159,25 @@ def test_ms_ssim_of_recomputed_constant_pair_matches_hand_value(tmp_path):
     lum = (2 * 0.2 * 0.4 + 1e-4) / (0.04 + 0.16 + 1e-4)
     assert ms_ssim(b.unsqueeze(0), a.unsqueeze(0)).item() == pytest.approx(lum**0.2363, abs=1e-5)
     assert not math.isnan(ms_ssim(torch.zeros(1, 1, 32, 32), torch.zeros(1, 1, 32, 32)).item())
+
+
+def test_validity_columns_count_unaccepted_flips_apart_from_failures():
+    from hynea_pl.evaluation.rescore import stability_columns, validity_columns
+    from hynea_pl.schema import CaseRecord
+
+    def case(i, verdict, **fields):
+        return CaseRecord(method="hynea", run="run", task="multiclass", case_id=f"c0-{i}", seed=i, origin_class=0,
+                          flipped=verdict != "no_flip", verdict=verdict, stability_variants=6, stability_held=6,
+                          sut_evals=10, **fields)
+
+    cases = [case(0, "valid_failure", accepted=True), case(1, "unaccepted", accepted=False),
+             case(2, "unaccepted", accepted=False), case(3, "no_flip", accepted=False)]
+    columns = validity_columns(cases)
+    assert columns["unaccepted_rate"] == pytest.approx(2 / 4) and columns["n_unaccepted"] == 2
+    assert columns["valid_failure_rate"] == pytest.approx(1 / 4) and columns["n_valid_failures"] == 1
+    assert columns["ambiguous_rate"] == columns["degraded_rate"] == columns["semantic_change_rate"] == 0
+    assert columns["sut_evals_per_valid_failure"] == pytest.approx(40 / 1)
+    stability = stability_columns(cases)  # every flip holds on its variants; only the valid failure is a failure
+    assert stability["stable_failure_rate"] == pytest.approx(1 / 4)
+    assert stability["stable_flip_rate"] == pytest.approx(3 / 4)
+    assert validity_columns([case(0, None)])["unaccepted_rate"] is None  # no oracle: no verdict columns

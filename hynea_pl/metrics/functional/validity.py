@@ -1,19 +1,19 @@
 """The validity verdict of a test case: does the result still show its origin's class, by judges that never
 steered the search, and does it still look like a real input? A flip is not a failure: only a ``valid_failure``
-reveals a fault of the SUT."""
+reveals a fault of the SUT, and only on a result its method accepted (a case that found none is ``unaccepted``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, VALID_FAILURE, Verdict
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE, Verdict
 
 __all__ = ["verdict"]
 
 
 def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], sut_result_label: int | None,
-            sut: Any = None, realistic: bool | None = None) -> Verdict:
+            sut: Any = None, realistic: bool | None = None, accepted: bool | None = None) -> Verdict:
     """One case's verdict.
 
     Args:
@@ -29,9 +29,14 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
             ``decision_is_class`` says what the judges agreeing on a third decision means; ``None``: a class
             decision (multiclass).
         realistic: whether the result passed the realism (typicality) test; ``None``: no test configured.
+        accepted: whether the method's own success criterion held for the result (``CaseRecord.accepted``);
+            ``False``: the case ended without a result its method accepted and the result is its best try;
+            ``None``: not recorded.
     Returns:
-        ``no_flip`` when the SUT did not flip; ``ambiguous`` when the judges are split; ``semantic_change`` when
-        they read what the SUT reads on the result (the image changed, the SUT was right: never a failure);
+        ``no_flip`` when the SUT did not flip; ``unaccepted`` when it flipped on a result its method did not
+        accept (``accepted`` is ``False``: never a failure, whatever the judges read); ``ambiguous`` when the
+        judges are split; ``semantic_change`` when they read what the SUT reads on the result (the image changed,
+        the SUT was right: never a failure);
         ``valid_failure`` when they keep the reference and the result is realistic, ``degraded`` when they keep
         it but the result is off the real-input manifold (a scribble the class can still be read in); otherwise
         ``ambiguous`` when the SUT decides a class (``decision_is_class``, multiclass: a third class), else
@@ -39,6 +44,8 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
     """
     if not flipped:
         return NO_FLIP
+    if accepted is False:
+        return UNACCEPTED
     if not judge_labels:
         raise ValueError("a verdict needs at least one judge's label")
     if len(set(judge_labels)) > 1:
