@@ -166,6 +166,8 @@ def test_the_paper_overlay_drops_what_the_default_adds():
     hynea = config.model.init_args
     assert hynea.reference is None and hynea.acceptance is None and hynea.attempts == 1
     assert hynea.stop_margin == 0 and hynea.stop_margin_ratio == 0
+    assert hynea.views is None  # one SUT evaluation per step
     assert config.output.method == "hynea-paper"
     default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
     assert default.acceptance is not None and default.attempts > 1 and default.stop_margin_ratio > 0
+    assert default.views.count > 0

@@ -3,8 +3,9 @@
 Each slot holds one :class:`~hynea_pl.methods.hynea.HyNeACase`, set up as for a single run (its origin, target,
 control, fresh HyperNet and projector). One training step runs the sampling chain and the decoder once for every
 occupied slot (the frozen generator on ``b`` rows, each slot's HyperNet and projector through
-:class:`~hynea_pl.methods.batched_adapters.StackedAdapters`), the SUT once on the ``b`` images and the reference
-once on all their views; then each slot's own :meth:`HyNeACase.case_step` (the single owner of the loss, the found
+:class:`~hynea_pl.methods.batched_adapters.StackedAdapters`), the SUT once on the ``b`` images and their search views
+(:meth:`HyNeACase.sut_inputs`) and the reference once on all their reference views; then each slot's own
+:meth:`HyNeACase.case_step` (the single owner of the loss, the found
 rule and the kept result) runs on its rows, and torch's ``AdamW`` steps each slot as its own param group, with its
 own ``OneCycleLR`` learning rate. A case that ends leaves its slot at once (``case_done``: the campaign writes its
 record, or builds its next run when it has runs left) and the next run (``next_case``: a case's retry, or the next
@@ -165,13 +166,13 @@ class BatchedHyNeA(L.LightningModule):
         latents = generator.denoise(torch.cat([case.noise for case in cases]), condition,
                                     hypernet=self.stack.hypernet(index), control=controls)
         images = HyNeACase.as_read(generator.decode(latents, condition))
-        output = sut(images)
+        outputs = self._read_sut(sut, rows, cases, images)
         references = self._read_references(cases, images)
         losses, stepped, found, errors = [], [], {}, {}
         for j, (slot, case) in enumerate(zip(rows, cases, strict=True)):
             try:
                 loss, found[slot], _ = case.case_step(self.case_steps[slot] + 1, latents[j:j + 1],
-                                                      images[j:j + 1], output[j:j + 1], references[j])
+                                                      images[j:j + 1], outputs[j], references[j])
             except Exception as error:  # this case's record takes the error; the others go on
                 errors[slot] = error
                 continue
@@ -213,6 +214,13 @@ class BatchedHyNeA(L.LightningModule):
             if slot in stepped:
                 group["lr"] = self.schedules[slot].get_last_lr()[0]
                 group["weight_decay"] = self.cases[slot].hparams.weight_decay
+
+    def _read_sut(self, sut: Any, rows: list[int], cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor]:
+        """The SUT's outputs on every case's image and views (:meth:`HyNeACase.sut_inputs` at the case's next
+        step), in one call, split per case."""
+        inputs = [case.sut_inputs(images[j:j + 1], self.case_steps[slot] + 1)
+                  for j, (slot, case) in enumerate(zip(rows, cases, strict=True))]
+        return list(sut(torch.cat(inputs)).split([len(x) for x in inputs]))
 
     def _read_references(self, cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor | None]:
         """The reference's outputs on every case's views, in one call, split per case."""

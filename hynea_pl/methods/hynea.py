@@ -21,6 +21,7 @@ from hynea_pl.images import as_saved, shifted_views
 from hynea_pl.methods.acceptance import AcceptanceTest
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.methods.origin import register_origin
+from hynea_pl.methods.views import SearchViews
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.schedules import safe_pct_start
 from hynea_pl.suts import SUT
@@ -75,6 +76,10 @@ class HyNeACase(TestCaseModule):
         reference_views: the reference judges (loss and stop rule) the image and its one-pixel shifts and a
             lower-contrast copy (:func:`hynea_pl.images.shifted_views`), and keeps the origin's decision only when it
             does on all of them: a result that stays the origin's class under small changes, not on an edge.
+        views: the semantics-keeping changes the SUT also reads each step (:class:`~hynea_pl.methods.views.SearchViews`,
+            expectation over transformations): the behaviour term covers the image and ``views.count`` views of it,
+            and a step counts as found only when the SUT also fails on ``views.fail_fraction`` of the views. Each view
+            is one SUT evaluation. ``None`` or ``count`` 0: the SUT reads the image alone (the paper).
         acceptance: the method's own check of a result (:class:`~hynea_pl.methods.acceptance.AcceptanceTest`, of
             models and data no judge uses): a step counts as found only when it accepts the image as a member of the
             origin's class (a blob, a faded or a smeared digit is refused), so the search goes on past a rejected
@@ -121,6 +126,7 @@ class HyNeACase(TestCaseModule):
         reference_stop: bool = True,
         reference_margin: ClosedUnitInterval = 0.0,
         reference_views: bool = False,
+        views: SearchViews | None = None,
         acceptance: AcceptanceTest | None = None,
         attempts: PositiveInt = 1,
         retry_lr_scale: PositiveFloat = 0.5,
@@ -139,7 +145,8 @@ class HyNeACase(TestCaseModule):
             raise ValueError(f"attempts must be >= 1 and attempt in 0..attempts-1, got {attempts}, {attempt}")
         if not 0 < retry_lr_scale <= 1:
             raise ValueError(f"retry_lr_scale must be in (0, 1], got {retry_lr_scale}")
-        self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance"])
+        self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance", "views"])
+        self.views = views if views is not None else SearchViews()
         self.generator = generator
         self.sut = sut
         self.reference = reference
@@ -172,6 +179,11 @@ class HyNeACase(TestCaseModule):
             self.reference.to(device)
             self.register_buffer("reference_origin_output", self.reference(self.origin_image), persistent=False)
         self.projector = ControlProjector(self.control.shape[1:], self.generator.latent_shape).to(device)
+
+    @property
+    def evals_per_step(self) -> int:
+        """One SUT evaluation for the image and one per view (:attr:`views`)."""
+        return 1 + self.views.count
 
     def train_dataloader(self) -> DataLoader:
         """HyNeA has no data: each training step is one adaptation step of the HyperNet."""
@@ -251,12 +263,23 @@ class HyNeACase(TestCaseModule):
         with ``reference_views``."""
         return shifted_views(images) if self.hparams.reference_views else images
 
+    def sut_inputs(self, images: torch.Tensor, step: int) -> torch.Tensor:
+        """What the SUT reads at 1-based ``step`` for one case's image ``(1, C, H, W)``: the image, then its
+        :attr:`views` ``(1 + count, C, H, W)``, each as read (8-bit). The views are drawn from the case's seed, run and
+        step: the same on every path and machine."""
+        if not self.views.count:
+            return images
+        hp = self.hparams
+        draw = torch.Generator().manual_seed(7_777_777 + hp.seed * 100_003 + hp.attempt * 10_007 + step)
+        return torch.cat([images, self.as_read(self.views(images, draw))])
+
     def training_step(self, batch: int, batch_idx: int) -> dict:
+        step = self.global_step + 1
         latents = self.generate_latents()
         images = self.as_read(self.generator.decode(latents, self.condition))
-        output = self.sut(images)
+        output = self.sut(self.sut_inputs(images, step))
         reference_output = None if self.reference is None else self.reference(self.reference_inputs(images))
-        loss, found, logged = self.case_step(self.global_step + 1, latents, images, output, reference_output)
+        loss, found, logged = self.case_step(step, latents, images, output, reference_output)
         self.log_dict({"loss": loss, **logged, "found": float(found)}, prog_bar=True, on_step=True, on_epoch=False)
         return {"loss": loss, "found": found}
 
@@ -271,16 +294,19 @@ class HyNeACase(TestCaseModule):
             step: the case's 1-based step.
             latents: the case's adapted latents ``(1, c, h, w)``.
             images: the case's image ``(1, C, H, W)`` as the SUT read it (:meth:`as_read`).
-            output: the SUT's output on ``images``.
+            output: the SUT's output on :meth:`sut_inputs` of ``images``: the image's first, then its views'.
             reference_output: the reference's output on :meth:`reference_inputs` of ``images`` (``None`` without
                 a reference).
 
         Returns ``(loss, found, logged)``; raises :class:`NonFiniteLossError` on a NaN / infinite loss.
         """
         hp = self.hparams
-        self.sut_evals += images.shape[0]
+        read = len(output)  # the image and its views
+        self.sut_evals += read
         distance = frobenius_distance(self.origin_image, images)
-        behaviour = self.sut.behaviour_loss(output, self.objective, self.target)
+        behaviour = self.sut.behaviour_loss(output, self.objective.expand(read, *self.objective.shape[1:]),
+                                            self.target.expand(read))
+        output, view_output = output[:1], output[1:]
         if hp.normalize_behaviour:
             if self._initial_behaviour is None:
                 self._initial_behaviour = behaviour.detach().clamp_min(1e-8)
@@ -303,6 +329,10 @@ class HyNeACase(TestCaseModule):
         if self.required_margin:
             margin = self.sut.decision_margin(output.detach(), self.origin_output, self.target)
             found = found and bool((margin <= -self.required_margin).all())
+        if len(view_output):
+            failed = self.sut.is_flipped(view_output.detach(), self.origin_output, self.target.expand(len(view_output)))
+            found = found and self.views.enough_failed(failed)
+            logged["views_failed"] = failed.float().mean()
         if self.reference is not None:
             views = len(reference_output)
             origin_output = self.reference_origin_output.expand(views, *self.reference_origin_output.shape[1:])

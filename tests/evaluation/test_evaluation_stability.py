@@ -9,6 +9,7 @@ from torch import nn
 from hynea_pl.evaluation.rescore import stability_columns
 from hynea_pl.evaluation.stability import StabilityVariants, stability_fields
 from hynea_pl.images import shift_image
+from hynea_pl.methods.views import SearchViews
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT
 
@@ -30,8 +31,19 @@ def blank() -> torch.Tensor:
     return torch.zeros(1, 1, 12, 12)
 
 
-def test_variants_are_named_shifted_brightened_and_saved_as_8_bit():
+def test_the_default_variants_lie_beyond_the_searchs_views_and_add_a_blur():
     variants = StabilityVariants()
+    assert variants.names == ["shift_up", "shift_down", "shift_left", "shift_right", "rotation_-8", "rotation_8",
+                              "brightness_0.8", "brightness_1.2", "blur_0.8"]
+    views = SearchViews()
+    assert variants.shift > views.shift and min(variants.rotation) < -views.rotation
+    assert max(variants.rotation) > views.rotation
+    assert min(variants.brightness) < 1 - views.brightness and max(variants.brightness) > 1 + views.brightness
+    assert variants.blur and views.blur == 0  # a change the search does not draw
+
+
+def test_variants_are_named_shifted_brightened_and_saved_as_8_bit():
+    variants = StabilityVariants(shift=1, rotation=[], brightness=[0.9, 1.1], blur=[])
     assert variants.names == ["shift_up", "shift_down", "shift_left", "shift_right", "brightness_0.9",
                               "brightness_1.1"]
     image = blank()
@@ -49,6 +61,17 @@ def test_variants_are_named_shifted_brightened_and_saved_as_8_bit():
     assert torch.equal(views, (views * 255).round() / 255)
 
 
+def test_rotations_scalings_contrast_and_blur_are_variants_too():
+    variants = StabilityVariants(shift=0, rotation=[90], scale=[1.2], brightness=[], contrast=[0.5], blur=[0.8])
+    assert variants.names == ["rotation_90", "scale_1.2", "contrast_0.5", "blur_0.8"]
+    image = blank()
+    image[0, 0, 2, 6] = 1.0
+    views = variants(image)
+    assert views.shape == (4, 1, 12, 12) and torch.equal(views, (views * 255).round() / 255)
+    assert divmod(int(views[0].flatten().argmax()), 12) == (6, 9)  # a clockwise quarter turn about (5.5, 5.5)
+    assert float(views[3].max()) < 0.5 < float(views[3].sum())  # the blur spreads the pixel
+
+
 def test_a_shift_repeats_the_edge_and_keeps_the_shape():
     image = torch.arange(16.0).view(1, 1, 4, 4)
     moved = shift_image(image, 0, 2, mode="replicate")
@@ -64,9 +87,10 @@ def test_a_boundary_failure_does_not_hold_but_a_robust_one_does(sut):
     on_the_edge[0, 0, 5, 5] = 1.0  # one pixel: every shift moves it off (5, 5) and undoes the flip
     robust = blank()
     robust[0, 0, 3:8, 3:8] = 1.0  # a block: every shift and brightness keeps (5, 5) bright
+    narrow = StabilityVariants(shift=1, rotation=[], brightness=[0.9, 1.1], blur=[])
     for image, expected_held in ((on_the_edge, 2), (robust, 6)):
         assert bool(sut.is_flipped(sut(image), origin_output, target)[0])
-        fields = stability_fields(sut, StabilityVariants(), image, origin_output, target, flipped=True)
+        fields = stability_fields(sut, narrow, image, origin_output, target, flipped=True)
         assert fields == {"stability_variants": 6, "stability_held": expected_held}
 
 
@@ -83,6 +107,8 @@ def test_bad_variants_are_one_line_errors():
         StabilityVariants(shift=-1)
     with pytest.raises(ValueError, match=r"stability.brightness"):
         StabilityVariants(brightness=[0.0])
+    with pytest.raises(ValueError, match=r"stability.blur"):
+        StabilityVariants(blur=[0.0])
 
 
 def record(i: int, **fields) -> CaseRecord:
