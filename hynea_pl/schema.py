@@ -111,7 +111,8 @@ class CaseRecord(BaseModel):
     # --- the stability verdict (hynea_pl.evaluation.stability): the SUT again on variants of the saved result -----
     stability_variants: int | None = Field(
         None, description="how many semantics-preserving variants of the saved result the SUT was asked about "
-                          "(one-pixel shifts, brightness changes; null: the case did not flip or no check)")
+                          "(the config's stability section: shifts, rotations, brightness changes, a blur; null: the "
+                          "case did not flip or no check)")
     stability_held: int | None = Field(
         None, description="on how many of them the SUT's decision still left the origin's")
     # --- cost ------------------------------------------------------------------------------------------------
