@@ -102,17 +102,17 @@ def records(run) -> list[dict]:
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_a_run_without_an_accepted_result_restarts_and_the_budget_holds_across_runs(batch_size, tiny_zoo, tmp_path):
     """The tiny SUT does not flip in 3 steps: every run ends without a result, so each case runs again at half the
-    learning rates until its 7 evaluations are spent (3 + 3 + 1). In a batch a case's next run takes the next free
-    slot."""
+    learning rates until its 49 evaluations are spent (3 + 3 + 1 steps of 7: the image and its six views). In a batch
+    a case's next run takes the next free slot."""
     campaign = Campaign.from_config(parse_config(attempts_args(
-        tmp_path, "restarts", "--model.init_args.attempts", "4", "--budget.max_evals", "7",
+        tmp_path, "restarts", "--model.init_args.attempts", "4", "--budget.max_evals", "49",
         "--cases.batch_size", str(batch_size))))
     run_campaign(campaign)
     for record in records(tmp_path / "restarts"):
-        assert record["error"] is None and record["sut_evals"] == 7 and record["steps"] == 7
+        assert record["error"] is None and record["sut_evals"] == 49 and record["steps"] == 7
         attempts = record["diagnostics"]["attempts"]
         assert [a["attempt"] for a in attempts] == [0, 1, 2]
-        assert [a["sut_evals"] for a in attempts] == [3, 3, 1]
+        assert [a["sut_evals"] for a in attempts] == [21, 21, 7]
         assert [a["stop_reason"] for a in attempts] == ["max_steps", "max_steps", "budget"]
         lr = [a["lr_max"] for a in attempts]
         assert lr[1] == pytest.approx(lr[0] / 2) and lr[2] == pytest.approx(lr[0] / 4)
@@ -129,7 +129,8 @@ def test_a_found_result_ends_the_case_without_another_run(tiny_zoo, tmp_path):
     found = [r for r in records(tmp_path / "found") if r["diagnostics"]["stop_reason"] == "flipped"]
     assert found, "the nearest-centroid SUT reaches its target within 8 steps at lr 0.1"
     for record in found:
-        assert record["flipped"] and "attempts" not in record["diagnostics"] and record["sut_evals"] <= 8
+        assert record["flipped"] and "attempts" not in record["diagnostics"] and record["steps"] <= 8
+        assert record["sut_evals"] == 7 * record["steps"]
 
 
 class Tagged(nn.Module):

@@ -20,8 +20,8 @@ from hynea_pl.cli import main
 
 
 def fit_args(root: Path, name: str, *extra: str) -> list[str]:
-    """HyNeA on the tiny zoo (classes 1 and 7, one case each, 3 steps, budget 3) into ``root/name``."""
-    return [*tiny_fit_args("hynea", root, budget=3, max_steps=3), "--model.init_args.reference.init_args.profile",
+    """HyNeA on the tiny zoo (classes 1 and 7, one case each, 3 steps of 7 evaluations, budget 21) into ``root/name``."""
+    return [*tiny_fit_args("hynea", root, budget=21, max_steps=3), "--model.init_args.reference.init_args.profile",
             "tiny", "--model.init_args.save_adapters", "true", "--output.name", name, *extra]
 
 
@@ -183,12 +183,12 @@ def test_resume_retries_failed_cases_refuses_another_config_and_checks_image_siz
 
     # another config: refused naming the keys, nothing written; --output.resume force continues and keeps it
     before = (run / "records.jsonl").read_text()
-    assert main(fit_args(tmp_path, "run", "--budget.max_evals", "4")) == 1
+    assert main(fit_args(tmp_path, "run", "--budget.max_evals", "28")) == 1
     err = one_line_error(capsys)
     assert "budget.max_evals" in err and "--output.resume force" in err and str(run) in err
     assert (run / "records.jsonl").read_text() == before
-    assert main(fit_args(tmp_path, "run", "--budget.max_evals", "4", "--output.resume", "force")) == 0
-    assert "max_evals: 4" in (run / "config.yaml").read_text()
+    assert main(fit_args(tmp_path, "run", "--budget.max_evals", "28", "--output.resume", "force")) == 0
+    assert "max_evals: 28" in (run / "config.yaml").read_text()
     assert (run / "records.jsonl").read_text() == before, "finished cases are kept"
 
     # a PNG of another size in the run folder: one line naming it and both sizes (evaluate; replay: test_replay.py)

@@ -17,7 +17,8 @@ SUMMARY_KEYS = {"n_cases", "misclassification_rate", "escape_ratio", "median_sut
 
 
 def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
-    """configs/mnist.yaml pointed at the tiny zoo: 2 classes x 1 case, 3 steps, 4 sampling steps."""
+    """configs/mnist.yaml pointed at the tiny zoo: 2 classes x 1 case, 3 steps of 7 SUT evaluations (the image and its
+    six views), 4 sampling steps."""
     return [
         "fit", "--config", "configs/mnist.yaml",
         "--generator.init_args.pretrained", "zoo://tiny/ldm",
@@ -29,7 +30,7 @@ def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
         "--model.init_args.acceptance.init_args.profile", "tiny",
         "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
-        "--trainer.max_steps", "3", "--budget.max_evals", "3",
+        "--trainer.max_steps", "3", "--budget.max_evals", "21",
         "--output.root", str(root), "--output.name", name, *extra,
     ]
 
@@ -52,7 +53,7 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     for record in records:
         assert RECORD_KEYS <= record.keys()
         assert record["method"] == "hynea" and record["task"] == "multiclass" and record["error"] is None
-        assert 1 <= record["sut_evals"] <= 3 and record["steps"] == record["sut_evals"]
+        assert 1 <= record["steps"] <= 3 and record["sut_evals"] == 7 * record["steps"]
         assert len(record["origin_pred"]) == 10 and len(record["result_pred"]) == 10
         assert 0.0 <= record["ms_ssim"] <= 1.0
         for key in ("origin_image", "result_image", "diff_image"):

@@ -22,7 +22,7 @@ STEER = ["--model.init_args.reference", "hynea_pl.zoo.labelled.oracle_sut.ZooOra
 def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failures(tiny_zoo, tmp_path):
     assert main(tiny_args(tmp_path, "judged", *JUDGE, "--model.init_args.lr_min", "1e-2",
                           "--model.init_args.lr_max", "1e-1", "--trainer.max_steps", "6",
-                          "--budget.max_evals", "6")) == 0
+                          "--budget.max_evals", "42")) == 0
     records = read_records(tmp_path / "judged" / "records.jsonl")
     for record in records:
         assert record.verdict in VERDICTS and record.oracle_result_label is not None

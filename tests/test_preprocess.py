@@ -235,7 +235,7 @@ def test_a_sut_of_its_own_file_runs_on_the_demo_config(form, how, tiny_zoo, digi
             "--model.init_args.attempts", "1", "--generator.init_args.pretrained", "zoo://tiny/ldm",
             "--generator.init_args.num_inference_steps", "2", "--oracle.init_args.profile", "tiny",
             "--realism.init_args.profile", "tiny", "--cases.classes", "[7]", "--cases.n_per_class", "1",
-            "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "2",
+            "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "14",
             "--output.root", str(tmp_path), "--output.name", "own"]
     assert main(args) == 0
     config = yaml.safe_load((tmp_path / "own" / "config.yaml").read_text())["sut"]["init_args"]

@@ -110,7 +110,7 @@ sut:
             "--output.root", str(tmp_path), "--output.name", "mine"]
     assert main(args) == 0
     record = json.loads((tmp_path / "mine" / "records.jsonl").read_text().splitlines()[0])
-    assert record["error"] is None and record["sut_evals"] == 2 and len(record["origin_pred"]) == 10
+    assert record["error"] is None and record["sut_evals"] == 14 and len(record["origin_pred"]) == 10  # 2 steps of 7
 
 
 def test_an_ensemble_votes_by_mean_probability():
