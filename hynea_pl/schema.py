@@ -28,7 +28,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hynea_pl.verdicts import (
-    RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE_RATE, VERDICT_CEILING, VERDICTS, Verdict,
+    RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE, VALID_FAILURE, VALID_FAILURE_RATE, VERDICT_CEILING, VERDICTS,
+    Verdict,
 )
 
 #: Bump when a field is added, removed or changes meaning.
@@ -149,6 +150,12 @@ class CaseRecord(BaseModel):
     def is_case(self) -> bool:
         """A test case is a record with a valid origin (records with ``seed`` null only count skipped seeds)."""
         return self.seed is not None
+
+    @property
+    def is_valid_failure(self) -> bool:
+        """The verdict calls the result a valid failure on a result its method accepted (the one test of a valid
+        failure: a record written by hand that calls a result its method refused valid is not one)."""
+        return self.verdict == VALID_FAILURE and self.accepted is not False
 
     @property
     def stable(self) -> bool | None:

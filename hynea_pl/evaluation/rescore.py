@@ -196,7 +196,7 @@ def stability_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
     judged = any(r.verdict is not None for r in cases)
     return {
         STABLE_FLIP_RATE: sum(bool(r.ok and r.flipped and r.stable) for r in cases) / n,
-        STABLE_FAILURE_RATE: (sum(bool(r.verdict == VALID_FAILURE and r.stable) for r in cases) / n
+        STABLE_FAILURE_RATE: (sum(bool(r.is_valid_failure and r.stable) for r in cases) / n
                                 if judged else None),
     }
 
@@ -218,8 +218,9 @@ def validity_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
     if not judged:
         return dict.fromkeys(keys)
     n = len(cases)
-    valid = [r for r in judged if r.verdict == VALID_FAILURE]
+    valid = [r for r in judged if r.is_valid_failure]
     count = {v: sum(r.verdict == v for r in judged) for v in FLIP_VERDICTS}
+    count[VALID_FAILURE] = len(valid)
 
     def pass_rate(values: list[bool | None]) -> float | None:
         read = [v for v in values if v is not None]

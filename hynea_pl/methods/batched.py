@@ -29,6 +29,7 @@ from hynea_pl.callbacks.stop import at_step_limit, note_stop
 from hynea_pl.methods.base import batches
 from hynea_pl.methods.batched_adapters import StackedAdapters
 from hynea_pl.methods.hynea import HyNeACase
+from hynea_pl.suts import SUT
 
 #: Builds and sets up the next run to take a slot (a case's next run, or the next planned case); ``None`` when none
 #: is waiting.
@@ -215,7 +216,7 @@ class BatchedHyNeA(L.LightningModule):
                 group["lr"] = self.schedules[slot].get_last_lr()[0]
                 group["weight_decay"] = self.cases[slot].hparams.weight_decay
 
-    def _read_sut(self, sut: Any, rows: list[int], cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor]:
+    def _read_sut(self, sut: SUT, rows: list[int], cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor]:
         """The SUT's outputs on every case's image and views (:meth:`HyNeACase.sut_inputs` at the case's next
         step), in one call, split per case."""
         inputs = [case.sut_inputs(images[j:j + 1], self.case_steps[slot] + 1)

@@ -43,7 +43,7 @@ def write_galleries(run_dir: Path, records: Sequence[CaseRecord], out_dir: Path,
     galleries = []
     for key, title, verdict in GALLERIES:
         chosen = [r for r in cases if verdict is None
-                  or (r.verdict == verdict and not (verdict == VALID_FAILURE and r.accepted is False))]
+                  or (r.is_valid_failure if verdict == VALID_FAILURE else r.verdict == verdict)]
         shown = chosen[:max_cases]
         path = None
         if shown:

@@ -192,7 +192,7 @@ def write_grids(run_dir: Path, records: Sequence[CaseRecord]) -> list[Path]:
     if not cases:
         return []
     head = f"{cases[0].method} / {cases[0].run}"
-    valid = [r for r in cases if r.verdict == VALID_FAILURE and r.accepted is not False]
+    valid = [r for r in cases if r.is_valid_failure]
     judged = sum(r.verdict is not None for r in cases)
     written = []
     for name, shown, title in (
