@@ -5,8 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: install demo demo-real test test-fast zoo docs clean-runs
+.PHONY: install demo demo-real test test-fast bench zoo docs clean-runs
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +34,10 @@ test: install
 
 test-fast: install
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# every method on the same origins, budget and verdict (docs/results.md); resumes, so a second call takes seconds
+bench: install
+	$(BIN)/python benchmarks/compare_methods.py $(BENCH_ARGS)
 
 zoo: install
 	$(BIN)/python -m hynea_pl zoo build --profile full

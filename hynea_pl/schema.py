@@ -52,7 +52,8 @@ SUMMARY_KEYS = ("method", "n_cases", "n_errors", "flip_rate", "target_reached_ra
                 VALID_FAILURE_RATE, VERDICT_CEILING, *(key for key in RATE_KEYS.values() if key != VALID_FAILURE_RATE),
                 STABLE_FLIP_RATE, STABLE_FAILURE_RATE, "escape_ratio", "confidence_reduction", "median_sut_evals_flipped",
                 "mean_sut_evals_flipped", "median_sut_evals_all", "mean_sut_evals_all", "sut_evals_per_valid_failure",
-                "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
+                "sut_evals_per_stable_failure", "ended_before_budget_rate", "mean_runtime_s", "runtime_s_per_valid_failure",
+                "median_ms_ssim",
                 "median_ms_ssim_valid_failures", "median_ms_ssim_to_real", "realism_pass_origins", "realism_pass_results",
                 "skipped_seeds", "skipped_files")
 #: ``summary.json`` keys of older runs -> their current names (each cost key now says which cases it averages).

@@ -20,7 +20,8 @@ Conventions (the same for every method, since every method writes the same schem
   hold on every variant of the saved result) and ``stable_failure_rate`` (valid failures that do), over all cases.
 - Cost columns say what they average: ``*_sut_evals_flipped`` over flipped cases (what a method needs to find a
   flip), ``*_sut_evals_all``, ``total_sut_evals`` and runtime over every case (errors included: budget was spent);
-  ``sut_evals_per_valid_failure`` = the evaluations of all cases / valid failures.
+  ``sut_evals_per_valid_failure`` = the evaluations of all cases / valid failures, ``sut_evals_per_stable_failure``
+  the same per stable valid failure.
 - ``ended_before_budget_rate`` = cases that stopped by the method's own rule or the step limit (``diagnostics
   ["stop_reason"]`` ``converged`` / ``max_steps``), neither finding what they search for nor spending the budget,
   / cases; ``None`` when no case recorded why it stopped (older runs, methods that do not record it).
@@ -188,16 +189,19 @@ def records_row(records: Sequence[CaseRecord]) -> dict[str, Any]:
 def stability_columns(cases: Sequence[CaseRecord]) -> dict[str, Any]:
     """The stability verdict over all cases (:mod:`hynea_pl.evaluation.stability`): ``stable_flip_rate`` = cases
     whose flip holds on every stability variant / all cases; ``stable_failure_rate`` = valid failures (judges and
-    realism test) that also hold on every variant / all cases (``None`` without a judge). Both ``None`` when no
-    case was checked."""
+    realism test) that also hold on every variant / all cases (``None`` without a judge);
+    ``sut_evals_per_stable_failure`` = the evaluations of all cases / those stable valid failures. All ``None`` when
+    no case was checked."""
     if not any(r.stable is not None for r in cases):
-        return {STABLE_FLIP_RATE: None, STABLE_FAILURE_RATE: None}
+        return {STABLE_FLIP_RATE: None, STABLE_FAILURE_RATE: None, "sut_evals_per_stable_failure": None}
     n = len(cases)
     judged = any(r.verdict is not None for r in cases)
+    stable_failures = sum(bool(r.is_valid_failure and r.stable) for r in cases)
     return {
         STABLE_FLIP_RATE: sum(bool(r.ok and r.flipped and r.stable) for r in cases) / n,
-        STABLE_FAILURE_RATE: (sum(bool(r.is_valid_failure and r.stable) for r in cases) / n
-                                if judged else None),
+        STABLE_FAILURE_RATE: stable_failures / n if judged else None,
+        "sut_evals_per_stable_failure": (sum(r.sut_evals for r in cases) / stable_failures
+                                         if judged and stable_failures else None),
     }
 
 

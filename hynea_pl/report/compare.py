@@ -30,7 +30,8 @@ from hynea_pl.verdicts import RATE_KEYS, STABLE_FAILURE_RATE, STABLE_FLIP_RATE
 COLUMNS = ("method", "n_cases", "flip_rate", "misclassification_rate", *RATE_KEYS.values(), STABLE_FLIP_RATE,
            STABLE_FAILURE_RATE, "realism_pass_origins",
            "realism_pass_results", "target_reached_rate", "escape_ratio", "confidence_reduction",
-           "median_sut_evals_flipped", "mean_sut_evals_all", "sut_evals_per_valid_failure", "ended_before_budget_rate",
+           "median_sut_evals_flipped", "mean_sut_evals_all", "sut_evals_per_valid_failure",
+           "sut_evals_per_stable_failure", "ended_before_budget_rate",
            "mean_runtime_s", "runtime_s_per_valid_failure", "median_ms_ssim",
            "fid", "kid_mean", "fid_valid_failures", "kid_mean_valid_failures", "n_realism_valid_failures",
            "diversity", "trace_difference")

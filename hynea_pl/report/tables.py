@@ -51,6 +51,7 @@ RQ2_COLUMNS: tuple[tuple[str, str, str | None], ...] = (
     ("SUT evals ↓ (mean ± sd, all cases)", "mean_sut_evals_all", "std_sut_evals_all"),
     ("SUT evals to a flip (median, flipped cases)", "median_sut_evals_flipped", None),
     ("SUT evals per valid failure (all cases' evals)", "sut_evals_per_valid_failure", None),
+    ("SUT evals per stable valid failure (all cases' evals)", "sut_evals_per_stable_failure", None),
     ("ended before budget", "ended_before_budget_rate", None),
     ("runtime s per valid failure", "runtime_s_per_valid_failure", None),
 )
