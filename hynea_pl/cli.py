@@ -120,7 +120,7 @@ def _zoo_from_folder(options: argparse.Namespace) -> int:
     """``zoo build --data PATH --name NAME``: a profile of the user's images, trained and gated."""
     from rich.console import Console
 
-    from hynea_pl.zoo.labelled.zoo import build_folder_zoo
+    from hynea_pl.zoo.folder import build_folder_zoo
     from hynea_pl.zoo.quality import quality_table
 
     if not options.name:

@@ -10,11 +10,15 @@ MNIST digits), :mod:`hynea_pl.zoo.folder` (profiles of the user's images), :mod:
 and their models) and :mod:`hynea_pl.zoo.stylegan` (the style-based GAN).
 """
 
+from hynea_pl.zoo.labelled.config import ZooProfile
 from hynea_pl.zoo.labelled.zoo import Zoo, build_zoo, load_zoo
-from hynea_pl.zoo.profiles import PROFILES, ZooProfile, get_profile
+from hynea_pl.zoo.mnist.profiles import PROFILES  # registers the built-in profiles
+from hynea_pl.zoo.folder import build_folder_zoo  # registers the profiles of the user's folders
+from hynea_pl.zoo.profiles import get_profile, profile_names
 from hynea_pl.zoo.quality import ZooQualityError
 from hynea_pl.zoo.registry import resolve_zoo_uri
 
 __all__ = [
-    "PROFILES", "Zoo", "ZooProfile", "ZooQualityError", "build_zoo", "get_profile", "load_zoo", "resolve_zoo_uri",
+    "PROFILES", "Zoo", "ZooProfile", "ZooQualityError", "build_folder_zoo", "build_zoo", "get_profile", "load_zoo",
+    "profile_names", "resolve_zoo_uri",
 ]

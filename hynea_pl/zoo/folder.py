@@ -26,9 +26,12 @@ from hynea_pl.data.image_store import (
     ImageStore, check_class_counts, image_folder_fingerprint, listed_labels, open_image_store, stratified_splits,
     write_image_store,
 )
+from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import zoo_dir
-from hynea_pl.zoo.labelled.config import GateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.labelled.config import FolderGateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.labelled.zoo import Zoo, build_zoo
 from hynea_pl.zoo.mnist.profiles import PROFILES
+from hynea_pl.zoo.profiles import register_profile_source
 from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits, StoredImages
 
 #: the fraction of each class's images in each split, in the order they are cut (held out first)
@@ -41,7 +44,7 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 #: The gates of a profile built from a folder on the ``full`` base. Any domain, so lower than the digits' (an
 #: MNIST folder passes the digits' own); the build prints each value beside its threshold, and ``--set
 #: gates.NAME=VALUE`` changes one.
-FOLDER_GATES = GateConfig(
+FOLDER_GATES = FolderGateConfig(
     sut_accuracy=0.80, oracle_accuracy=0.80, knn_accuracy=0.60, reconstruction_accuracy=0.75,
     generated_accuracy=0.70, verdict_ceiling=0.60, max_build_s=1500.0,
 )
@@ -249,8 +252,29 @@ def data_config_of(store: ImageStore) -> FolderDataConfig:
                             num_classes=store.num_classes, class_names=tuple(store.class_names))
 
 
+
+
+def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: int | None = None,
+                     labels_csv: str | None = None, base: str = "full", settings: Sequence[str] = ()) -> Zoo:
+    """A zoo of the user's labelled images: ``source`` read into the cache, profile
+    ``name`` saved (the models and gates of the built-in profile ``base``, changed by ``settings``: ``KEY=VALUE``)
+    and built (every model trained, its gates measured). Bad data or a bad setting is a one-line error before any
+    training."""
+    check_name(name)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
+        raise ValueError(f"--size {size}: use a multiple of 8 from 16 (the autoencoder and the denoiser halve it "
+                         "three times); on a CPU keep it <= 64")
+    folder_profile_from(name, None, base, settings)  # a bad base or setting: one line before reading
+    store = read_folder(source, size, channels, labels_csv)
+    train.console.print(f"[bold]zoo[/]: {describe(store)}", soft_wrap=True)
+    profile = save_folder_profile(name, data_config_of(store), base, settings)
+    return build_zoo(profile, verbose=False, released=False)
+
+
+register_profile_source(folder_profile, folder_profile_names)
+
 __all__ = [
     "FOLDER_AUTOENCODER_STEPS", "FOLDER_GATES", "FolderDataConfig", "MIN_PER_CLASS", "SPLIT_FRACTIONS",
-    "apply_settings", "check_name", "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
+    "apply_settings", "build_folder_zoo", "check_name", "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
     "folder_splits", "read_folder", "save_folder_profile", "store_path",
 ]

@@ -66,14 +66,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
-from hynea_pl.zoo.labelled.config import ZooProfile
 from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
 from hynea_pl.zoo.released import install_released
+
+if TYPE_CHECKING:
+    from hynea_pl.zoo.labelled.config import ZooProfile
 
 #: The bundle of the MNIST demo's components (the "base zoo"), defined with them in :data:`BASE_MODULE`.
 BASE_ZOO = "zoo"
@@ -92,7 +94,7 @@ EXTRA_MODULES: dict[str, str] = {
 _REGISTRY: dict[str, Component] = {}
 
 #: A per-profile setting: a mapping by profile name, or a function of the profile.
-PerProfile = Mapping[str, Any] | Callable[[ZooProfile], Any]
+PerProfile = Mapping[str, Any] | Callable[[Any], Any]
 
 
 @dataclass(frozen=True)

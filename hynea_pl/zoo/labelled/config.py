@@ -161,6 +161,15 @@ class GateConfig:
 
 
 @dataclass(frozen=True)
+class FolderGateConfig(GateConfig):
+    """The gates of a profile of the user's images: :class:`GateConfig`'s, plus, for colour images, how well the
+    generated images keep the held-out images' colourfulness (``colour_fidelity``:
+    :func:`~hynea_pl.zoo.labelled.gates.colour_fidelity`; grey samples of a colour domain score near 0)."""
+
+    colour_fidelity: float | None = 0.5
+
+
+@dataclass(frozen=True)
 class ZooProfile:
     """A zoo's training configs: its data (the MNIST digits, or a folder of labelled images:
     :class:`~hynea_pl.zoo.folder.FolderDataConfig`), each model's, the sampler's and the gates'."""

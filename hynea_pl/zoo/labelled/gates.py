@@ -44,6 +44,31 @@ def measure_model_gates(gates: GateConfig, sut: SmallCNN, vae: AutoencoderKL,
     ]
 
 
+def chroma(images: torch.Tensor) -> float:
+    """The mean colourfulness of ``images (N, 3, H, W)`` in [0, 1]: per pixel, its largest channel minus its
+    smallest (0 for a grey pixel), averaged."""
+    return float((images.amax(1) - images.amin(1)).mean())
+
+
+def colour_fidelity(generated: torch.Tensor, real: torch.Tensor) -> float:
+    """How well ``generated`` images keep the colourfulness of ``real`` ones (both ``(N, 3, H, W)`` in [0, 1]): the
+    ratio of their :func:`chroma`, the smaller over the larger, so 1 when they match and near 0 when the generated
+    images lost their colours (or gained colours the real ones lack)."""
+    made, wanted = chroma(generated), chroma(real)
+    if max(made, wanted) < 1e-6:
+        return 1.0
+    return min(made, wanted) / max(made, wanted)
+
+
+def measure_colour_gates(gates: GateConfig, generated: torch.Tensor, data: ImageSplit) -> list[Gate]:
+    """``colour_fidelity`` of the generated images against the held-out ones, for colour images only (its
+    threshold: the gates' ``colour_fidelity`` where they have one, else recorded only)."""
+    if generated.shape[1] != 3:
+        return []
+    return [Gate("colour_fidelity", colour_fidelity(generated, data.test_images[:2000].float()),
+                 getattr(gates, "colour_fidelity", None))]
+
+
 @torch.no_grad()
 def probabilities(model: nn.Module, images: torch.Tensor, batch_size: int = 500) -> torch.Tensor:
     """Softmax ``(N, 10)`` of a model on RAW images in [0, 1] (an oracle member normalises them itself)."""
@@ -97,6 +122,9 @@ def gate_advice(name: str) -> str:
         return "the autoencoder loses the class: raise autoencoder.max_steps or autoencoder.latent_channels"
     if name == "generated_accuracy":
         return "the LDM's images do not show their class: raise denoiser.max_steps"
+    if name == "colour_fidelity":
+        return ("the generated images lose the images' colours: raise autoencoder.max_steps (then "
+                "denoiser.max_steps)")
     if name == "verdict_ceiling":
         return ("the judges and the realism test reject real held-out images: train the judges longer "
                 "(oracles.NAME.max_steps) or lower gates.verdict_ceiling")

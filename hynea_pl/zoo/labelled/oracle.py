@@ -26,6 +26,7 @@ from hynea_pl.zoo.cache import import_class
 from hynea_pl.zoo.labelled.classifier import SmallCNN, normalize, note_training_data
 from hynea_pl.zoo.labelled.config import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
 from hynea_pl.zoo.labelled.knn import KNNClassifier, reference_embeddings
+from hynea_pl.zoo.splits import implied_data_class
 
 #: The members' roles: the steering member may guide a search, the judges never do.
 #: The k-NN member: no weights, its reference is derived from the training digits at load.
@@ -153,13 +154,12 @@ def load_oracle(entry: Path) -> nn.Module:
 @functools.lru_cache(maxsize=2)
 def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the profile's data config,
-    its class unless it is the MNIST digits', the split it keeps and the :class:`KNNOracleConfig`), derived once per
+    its class unless unnamed recipes imply it: :func:`hynea_pl.zoo.splits.recipe_data_class`, the split it keeps and the :class:`KNNOracleConfig`), derived once per
     process."""
     from hynea_pl.zoo.labelled.config import PixelKNNOracleConfig
-    from hynea_pl.zoo.mnist.data import DataConfig
 
     recipe = json.loads(recipe)
-    data_class = import_class(recipe["data_class"]) if "data_class" in recipe else DataConfig
+    data_class = import_class(recipe["data_class"]) if "data_class" in recipe else implied_data_class()
     fields = {key: tuple(value) if isinstance(value, list) else value for key, value in recipe["data"].items()}
     data = data_class(**fields).read_splits()[recipe["split"]]
     if "deskew" in recipe["knn"]:  # a folder profile's (recorded before standardize: every channel as it is)

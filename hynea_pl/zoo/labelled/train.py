@@ -24,8 +24,7 @@ from hynea_pl.zoo.labelled.config import (
 from hynea_pl.zoo.labelled.denoiser import EMA, DenoiserTraining
 from hynea_pl.zoo.labelled.knn import KNNClassifier, deskews, standardizes
 from hynea_pl.zoo.labelled.oracle import OracleTraining, oracle_network, oracle_role
-from hynea_pl.zoo.mnist.data import DataConfig
-from hynea_pl.zoo.splits import ImageSplits
+from hynea_pl.zoo.splits import ImageSplits, recipe_data_class
 from hynea_pl.zoo.train import console, fit
 
 
@@ -81,7 +80,7 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split
             "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": data_config.num_classes,
             **({} if deskews(cfg) else {"deskew": False, "standardize": standardizes(cfg)})}
         extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,
-                               "knn": dataclasses.asdict(cfg), **_data_class(data_config)}}
+                               "knn": dataclasses.asdict(cfg), **recipe_data_class(data_config)}}
     else:
         model, class_path, init_args = oracle_network(cfg, data_config)
         console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
@@ -94,13 +93,6 @@ def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split
         "training": dataclasses.asdict(cfg), **extra, "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
-
-
-def _data_class(data_config: Any) -> dict:
-    """A k-NN recipe's data config class, when it is not the MNIST digits' (which recipes have always implied)."""
-    if isinstance(data_config, DataConfig):
-        return {}
-    return {"data_class": f"{type(data_config).__module__}.{type(data_config).__qualname__}"}
 
 
 def train_autoencoder(cfg: AutoencoderConfig, digits: ImageSplits, split: str, out: Path,

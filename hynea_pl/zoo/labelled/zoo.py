@@ -13,7 +13,7 @@ accuracy, the verdict's ceiling and the build time of the whole base zoo (a budg
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -28,7 +28,8 @@ from hynea_pl.zoo.labelled.classifier import SmallCNN, load_classifier
 from hynea_pl.zoo.labelled.config import GateConfig, ZooProfile
 from hynea_pl.zoo.labelled.embedder import ImageEmbedder, load_embedder
 from hynea_pl.zoo.labelled.gates import (
-    gate_advice, generate_images, measure_ceiling_gates, measure_model_gates, measure_oracle_gates,
+    gate_advice, generate_images, measure_ceiling_gates, measure_colour_gates, measure_model_gates,
+    measure_oracle_gates,
 )
 from hynea_pl.zoo.labelled.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
 from hynea_pl.zoo.labelled.realism import REALISM_K, REALISM_QUANTILE
@@ -121,25 +122,6 @@ def build_zoo(profile: ZooProfile | str = "full", verbose: bool = True, released
     return Zoo(profile, built.entries, built.manifest)
 
 
-def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: int | None = None,
-                     labels_csv: str | None = None, base: str = "full", settings: Sequence[str] = ()) -> Zoo:
-    """A zoo of the user's labelled images (:mod:`hynea_pl.zoo.folder`): ``source`` read into the cache, profile
-    ``name`` saved (the models and gates of the built-in profile ``base``, changed by ``settings``: ``KEY=VALUE``)
-    and built (every model trained, its gates measured). Bad data or a bad setting is a one-line error before any
-    training."""
-    from hynea_pl.zoo import folder
-
-    folder.check_name(name)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
-        raise ValueError(f"--size {size}: use a multiple of 8 from 16 (the autoencoder and the denoiser halve it "
-                         "three times); on a CPU keep it <= 64")
-    folder.folder_profile_from(name, None, base, settings)  # a bad base or setting: one line before reading
-    store = folder.read_folder(source, size, channels, labels_csv)
-    train.console.print(f"[bold]zoo[/]: {folder.describe(store)}", soft_wrap=True)
-    profile = folder.save_folder_profile(name, folder.data_config_of(store), base, settings)
-    return build_zoo(profile, verbose=False, released=False)
-
-
 def load_zoo(profile: ZooProfile | str = "full") -> Zoo:
     """The zoo of ``profile``; the first use builds it, showing each component's progress and the quality table."""
     return build_zoo(profile, verbose=True)
@@ -155,6 +137,7 @@ def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out:
     held_out = context.data.sut  # every split carries the same held-out test digits, which none trains on
     result = measure_model_gates(gates, zoo.sut(), AutoencoderKL.from_pretrained(zoo.entries["autoencoder"]),
                                  samples, held_out, out)
+    result += measure_colour_gates(gates, samples[0], held_out)
     oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
     result += measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, held_out)
     # the zoo's realism test (ZooTypicality's reference, features and defaults) on the models being gated
@@ -211,5 +194,5 @@ ZOO_COMPONENTS: tuple[Component, ...] = (
               description="the MNIST base zoo: its members gated together"),
 )
 
-__all__ = ["COMPONENTS", "ZOO_COMPONENTS", "Zoo", "build_folder_zoo", "build_zoo", "entry_paths", "load_generator", "load_zoo",
+__all__ = ["COMPONENTS", "ZOO_COMPONENTS", "Zoo", "build_zoo", "entry_paths", "load_generator", "load_zoo",
            "measure_base_zoo"]

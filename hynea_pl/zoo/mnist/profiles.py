@@ -7,6 +7,7 @@ from hynea_pl.zoo.labelled.config import (
     KNNOracleConfig, OracleConfig, SamplerConfig, ZooProfile,
 )
 from hynea_pl.zoo.mnist.data import DataConfig
+from hynea_pl.zoo.profiles import register_profile_source
 
 FULL = ZooProfile(name="full", data=DataConfig())
 
@@ -37,3 +38,4 @@ TINY = ZooProfile(
 
 PROFILES: dict[str, ZooProfile] = {"full": FULL, "tiny": TINY}
 
+register_profile_source(PROFILES.get, lambda: list(PROFILES))
