@@ -1,6 +1,6 @@
 """A zoo of the user's own labelled images (``zoo build --data PATH --name NAME``): a tiny profile trained end to end
 from a synthetic folder of shapes (grey and RGB), loaded by ``zoo://``, a short HyNeA campaign on it with
-``configs/custom.yaml``, and bad folders refused in one line before any training."""
+``configs/custom.yaml --profile NAME`` (its demo SUT, then a classifier of the user's own), and bad folders refused in one line before any training."""
 
 from __future__ import annotations
 
@@ -64,21 +64,47 @@ def test_a_folder_trains_a_profile_that_loads_by_uri_and_runs_a_campaign(channel
     judges = zoo.oracle("judge-knn")
     assert judges(image).shape == (1, CLASSES)
 
-    # the campaign config a user starts from, pointed at this profile and the tiny base's demo SUT
-    config = tmp_path / "custom.yaml"
-    config.write_text(Path("configs/custom.yaml").read_text().replace("custom", "shapes"))
-    sut = ["--sut.init_args.model.init_args.channels", "[8, 16]", "--sut.init_args.model.init_args.hidden", "32",
-           "--sut.init_args.model.init_args.num_classes", str(CLASSES),
-           "--sut.init_args.model.init_args.in_channels", str(channels),
-           "--sut.init_args.model.init_args.image_size", "16",
-           "--sut.init_args.preprocess", json.dumps({"size": 16, "channels": channels, "mean": [0.5], "std": [0.5]})]
-    code = main(["fit", "--config", str(config), *sut, "--cases.classes", "[0, 1]", "--cases.n_per_class", "1",
-                 "--cases.max_seed_tries", "200", "--trainer.max_steps", "3", "--budget.max_evals", "8",
-                 "--generator.init_args.num_inference_steps", "4", "--model.init_args.acceptance.init_args.n_images",
-                 "20", "--output.root", str(tmp_path / "runs")])
-    assert code == 0
-    records = [json.loads(line) for line in (tmp_path / "runs" / "shapes_hynea" / "records.jsonl").read_text()
-               .splitlines()]
+    # the campaign config a user starts from, unedited: --profile points it at this profile and its demo SUT
+    short = ["--cases.classes", "[0, 1]", "--cases.n_per_class", "1", "--cases.max_seed_tries", "200",
+             "--trainer.max_steps", "3", "--budget.max_evals", "8", "--model.init_args.views.count", "1",
+             "--generator.init_args.num_inference_steps", "4", "--model.init_args.acceptance.init_args.n_images",
+             "20", "--output.root", str(tmp_path / "runs")]
+    assert main(["fit", "--config", "configs/custom.yaml", "--profile", "shapes", *short]) == 0
+    check_records(tmp_path / "runs" / "shapes_hynea" / "records.jsonl")
+
+    # the same with a classifier of the user's own (another network, trained here on the profile's SUT split)
+    weights = tmp_path / "my_sut.pt"
+    torch.save(train_own_classifier(splits["sut"], channels), weights)
+    own = tmp_path / "my_sut.yaml"
+    own.write_text(json.dumps({"class_path": "hynea_pl.suts.ClassifierSUT", "init_args": {
+        "model": {"class_path": "hynea_pl.zoo.labelled.classifier.SmallCNN",
+                  "init_args": {"channels": [6], "hidden": 12, "num_classes": CLASSES, "in_channels": channels,
+                                "image_size": 16, "dropout": 0.0}},
+        "weights": str(weights), "preprocess": {"size": 16, "channels": channels, "mean": [0.5], "std": [0.5]}}}))
+    assert main(["fit", "--config", "configs/custom.yaml", "--profile", "shapes", "--sut", str(own), *short,
+                 "--output.name", "shapes_own_{method}"]) == 0
+    check_records(tmp_path / "runs" / "shapes_own_hynea" / "records.jsonl")
+    saved = (tmp_path / "runs" / "shapes_own_hynea" / "config.yaml").read_text()
+    assert "profile: shapes" in saved and str(weights) in saved
+
+
+def train_own_classifier(split, channels: int) -> dict:
+    """A SmallCNN of its own layers, 60 Adam steps on the profile's SUT split: its state dict."""
+    from hynea_pl.zoo.labelled.classifier import SmallCNN
+
+    torch.manual_seed(0)
+    model = SmallCNN(channels=[6], hidden=12, num_classes=CLASSES, in_channels=channels, image_size=16, dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    images, labels = split.train_images.float(), split.train_labels
+    for _ in range(60):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model((images - 0.5) / 0.5), labels).backward()
+        optimizer.step()
+    return model.state_dict()
+
+
+def check_records(path: Path) -> None:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(records) == 2
     ran = [r for r in records if r["error"] is None]  # a weakly trained tiny zoo may find no origin of a class
     assert ran, [r["error"] for r in records]
@@ -170,3 +196,23 @@ def test_a_missed_gate_names_its_model_and_what_to_change(cache, tmp_path, capsy
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "missed its quality gates: sut_accuracy" in err and "< 1.01 (the demo SUT" in err
     assert "raise sut.max_steps" in err
+
+
+def test_the_colour_gate_fails_samples_that_lost_their_colours(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from hynea_pl.zoo.folder import FOLDER_GATES
+    from hynea_pl.zoo.labelled.gates import colour_fidelity, measure_colour_gates
+    from hynea_pl.zoo.splits import ImageSplit
+
+    data = write_shapes(tmp_path / "rgb", classes=4, per_class=20, size=16, channels=3)
+    images = torch.stack([torch.from_numpy(np.array(Image.open(path))).permute(2, 0, 1) / 255
+                          for path in sorted(data.rglob("*.png"))])
+    grey = images.mean(1, keepdim=True).expand_as(images)
+    assert colour_fidelity(images[:40], images[40:]) > 0.8  # the same domain's colours
+    assert colour_fidelity(grey, images) < 0.1
+    held_out = ImageSplit(images, torch.zeros(len(images), dtype=torch.long), images, torch.zeros(len(images)))
+    kept, lost = (measure_colour_gates(FOLDER_GATES, generated, held_out)[0] for generated in (images, grey))
+    assert kept.passed and not lost.passed and lost.threshold == FOLDER_GATES.colour_fidelity
+    assert measure_colour_gates(FOLDER_GATES, images[:, :1], held_out) == []  # grey images: no colour gate

@@ -30,6 +30,7 @@ from hynea_pl.campaign.config import (
 )
 from hynea_pl.campaign.distributed import Shard, launch
 from hynea_pl.campaign.factory import CaseFactory, Components
+from hynea_pl.campaign.profile import check_profile_sut
 from hynea_pl.campaign.validation import (
     METHOD_MODELS,
     check_classes,
@@ -126,6 +127,7 @@ class Campaign:
             components.to(shard.device)
             factory = CaseFactory(import_object(config.model.class_path), built.model, components)
             check_classes(built.cases, components.generator, components.sut)  # before a module sees a wrong class
+            check_profile_sut(config.get("profile"), components.sut)
             first = factory.build((built.cases.classes or [None])[0], built.cases.seed)
         finally:
             if shard.is_main:

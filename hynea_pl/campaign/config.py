@@ -30,6 +30,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.case_types import CaseSelection
+from hynea_pl.campaign.profile import apply_profile, stated_keys
 from hynea_pl.errors import one_line
 from hynea_pl.evaluation.stability import StabilityVariants
 from hynea_pl.generators import Generator
@@ -98,6 +99,10 @@ def fit_parser() -> LightningArgumentParser:
         description="Generate failure-inducing test inputs: one fit per test case.")
     parser.add_argument("--config", action=ActionConfigFile, help="A config file (YAML); several are merged in order.")
     parser.add_argument("--seed_everything", type=int, default=0, help="The seed set before the components are built.")
+    parser.add_argument("--profile", type=str | None, default=None,
+                        help="A zoo profile (python -m hynea_pl zoo build --data DIR --name NAME): every '{profile}' "
+                             "of the config becomes its name, and the profile's classifier and the cases take its "
+                             "classes, channels and size (hynea_pl.campaign.profile).")
     parser.add_subclass_arguments(Generator, "generator", required=True,
                                   help="The frozen generator (class_path + init_args).")
     parser.add_subclass_arguments(SUT, "sut", required=True, help="The system under test (class_path + init_args).")
@@ -155,6 +160,7 @@ def parse_config(args: list[str] | Namespace | dict) -> FitConfig:
             config = parser.parse_object(args.as_dict() if isinstance(args, Namespace) else args)
     except ArgumentError as error:
         raise ArgumentError(None, f"{one_line(error)}{closest_option_hint(str(error))}") from None
+    apply_profile(config, stated_keys(args) if isinstance(args, list) else None)
     L.seed_everything(config.seed_everything, verbose=False)
     return FitConfig(parser, config)
 
