@@ -12,14 +12,17 @@ short resumes where it stopped (the campaign keeps finished cases).
 Suites: ``mnist`` starts every method from the zoo's generated origins (``--cases.seed``, ``--n-per-class`` per
 class; the GAN methods from the GAN's image of the same seed); ``real`` starts them from the zoo's held-out real
 digits (from index 9000, as ``configs/mnist_real.yaml``). ``--cap METHOD=N`` runs a method on its first N cases only,
-one per class first (c0-0, c1-0, ..., c9-0, c0-1, ...): the genetic searches over the LDM spend minutes a case.
+one per class first (c0-0, c1-0, ..., c9-0, c0-1, ...): the genetic searches over the LDM spend minutes a case
+(GIFTbench: 5 cases of the low setting, 10 of the high one, 5 of the high one from real digits).
 
 The printed table's rates are over **all cases of the row** (its ``cases`` column): ``flip`` counts flips,
 ``valid`` valid failures (the verdict accepts a result the method accepted), ``stable`` valid failures that hold on
 every stability variant. ``median evals`` is over the flipped cases and over all cases; ``evals / valid`` and
-``evals / stable`` divide the SUT evaluations of all cases by the valid (stable valid) failures; ``wall / case``
-is the mean of the cases' own run time. The ratio table divides each method's ``evals / valid`` (``evals /
-stable``) by HyNeA's: how many times more SUT evaluations the method spends per failure.
+``evals / stable`` divide the SUT evaluations of all cases by the valid (stable valid) failures; ``ended early``
+counts the cases that stopped on the method's own rule or step limit before flipping or spending the budget;
+``wall / case`` is the mean of the cases' own run time. The ratio table divides each method's ``evals / valid`` (``evals /
+stable``) by HyNeA's: how many times more SUT evaluations the method spends per failure; a method that found none
+shows what it spent in all (``none in N``) and the ratio that spending gives, a lower bound (``> r``).
 """
 
 from __future__ import annotations
@@ -51,12 +54,14 @@ REFERENCE = "hynea"
 @dataclass(frozen=True)
 class Method:
     """One row: ``fit --config *configs *overrides`` (the ``real`` suite adds ``real`` or, when that is ``None``,
-    :data:`REAL_ORIGINS`); ``cap``: the default number of cases (``None``: all selected)."""
+    :data:`REAL_ORIGINS`); ``cap``: the default number of cases (``None``: all selected), ``real_cap`` the ``real``
+    suite's."""
 
     name: str
     configs: tuple[str, ...]
     overrides: tuple[str, ...] = ()
     cap: int | None = None
+    real_cap: int | None = None
     real: tuple[str, ...] | None = None
     suites: tuple[str, ...] = ("mnist", "real")
     what: str = ""
@@ -71,6 +76,7 @@ METHODS: tuple[Method, ...] = (
     Method("giftbench-low", ("configs/mnist_giftbench.yaml",), ("--model.init_args.config", "low"), cap=5,
            suites=("mnist",), what="GIFTbench, the authors' perturbation (1e-4)"),
     Method("giftbench-high", ("configs/mnist_giftbench.yaml",), ("--model.init_args.config", "high"), cap=10,
+           real_cap=5,
            what="GIFTbench, the paper's perturbation (1e-3)"),
     Method("sinvad", ("configs/mnist_sinvad.yaml",), what="SINVAD (VAE latent GA)"),
     Method("cfg-first-flip", ("configs/mnist_cfg_firstflip.yaml",), suites=("mnist",),
@@ -86,8 +92,8 @@ METHODS: tuple[Method, ...] = (
 SUITES = ("mnist", "real")
 #: printed columns: (header, metrics key or callable of the row)
 PRINTED = ("method", "cases", "flip", "valid", "stable", "degraded", "semantic", "ambiguous", "unaccepted",
-           "median evals (flipped)", "median evals (all)", "evals / valid", "evals / stable", "median MS-SSIM",
-           "wall / case (s)")
+           "median evals (flipped)", "median evals (all)", "evals / valid", "evals / stable", "ended early",
+           "median MS-SSIM", "wall / case (s)")
 
 
 @dataclass
@@ -163,8 +169,8 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def printed_cells(row: dict[str, Any]) -> list[str]:
-    """One row of :data:`PRINTED`."""
+def printed_cells(row: dict[str, Any], to_real: bool = False) -> list[str]:
+    """One row of :data:`PRINTED` (``to_real``: and the median MS-SSIM of the results to the real images)."""
     stable = row["stable_failure_rate"]
     if stable is None and row["n_flipped"] == 0 and row["valid_failure_rate"] is not None:
         stable = 0.0  # nothing flipped, so nothing was asked about its variants: no stable failure either
@@ -172,15 +178,24 @@ def printed_cells(row: dict[str, Any]) -> list[str]:
             fmt(stable), fmt(row["degraded_rate"]), fmt(row["semantic_change_rate"]),
             fmt(row["ambiguous_rate"]), fmt(row["unaccepted_rate"]), fmt(row["median_sut_evals_flipped"], 1),
             fmt(row["median_sut_evals_all"], 1), fmt(row["sut_evals_per_valid_failure"], 1),
-            fmt(row["sut_evals_per_stable_failure"], 1), fmt(row["median_ms_ssim"]), fmt(row["mean_runtime_s"], 1)]
+            fmt(row["sut_evals_per_stable_failure"], 1), fmt(row["ended_before_budget_rate"]),
+            fmt(row["median_ms_ssim"]), fmt(row["mean_runtime_s"], 1),
+            *([fmt(row["median_ms_ssim_to_real"])] if to_real else [])]
 
 
 def ratio_cells(row: dict[str, Any], reference: dict[str, Any]) -> list[str]:
-    """``evals / valid`` and ``evals / stable`` of ``row`` divided by the reference's."""
+    """``evals / valid`` and ``evals / stable`` of ``row`` and their ratio to the reference's. A method that found
+    none spent all its evaluations without one: ``none in N`` and a lower bound of the ratio (``> N / reference``)."""
     cells = [row["method"]]
+    spent = row.get("total_sut_evals")
     for key in ("sut_evals_per_valid_failure", "sut_evals_per_stable_failure"):
         mine, theirs = row.get(key), reference.get(key)
-        cells += [fmt(mine, 1), f"{mine / theirs:.2f}x" if mine and theirs else "-"]
+        if mine:
+            cells += [fmt(mine, 1), f"{mine / theirs:.2f}x" if theirs else "-"]
+        elif spent:
+            cells += [f"none in {spent:.0f}", f"> {spent / theirs:.2f}x" if theirs else "-"]
+        else:
+            cells += ["-", "-"]
     return cells
 
 
@@ -234,8 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="case seed (default 0, the README's)")
     parser.add_argument("--n-per-class", type=int, default=3)
     parser.add_argument("--cap", nargs="*", default=[], metavar="METHOD=N",
-                        help="cases of a method (one per class first); defaults: "
-                             + ", ".join(f"{m.name}={m.cap}" for m in METHODS if m.cap))
+                        help="cases of a method in every suite (one per class first); defaults: "
+                             + ", ".join(f"{m.name}={m.cap}" + (f" ({m.real_cap} from real digits)" if m.real_cap
+                                                                       else "") for m in METHODS if m.cap))
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time, one thread each (default 2)")
     parser.add_argument("--out", type=Path, default=Path("runs/compare"))
     parser.add_argument("--no-run", action="store_true", help="tabulate what has run; start nothing")
@@ -243,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the tables as markdown")
     options = parser.parse_args(argv)
     console = Console(width=220)
-    caps = {m.name: m.cap for m in METHODS} | parse_caps(options.cap)
+    given = parse_caps(options.cap)
     out = options.out.resolve() if not options.out.is_absolute() else options.out
 
     jobs = []
@@ -251,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for method in METHODS:
             if suite not in method.suites or (options.methods and method.name not in options.methods):
                 continue
-            cap = caps[method.name]
+            cap = given.get(method.name, method.real_cap if suite == "real" and method.real_cap else method.cap)
             jobs.append(Job(suite, method, out / suite / method.name,
                             fit_command(method, suite, out, options.seed, options.n_per_class, cap),
                             case_ids(options.n_per_class, cap), out / "logs" / f"{suite}_{method.name}.log"))
@@ -273,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [method_row(job.method.name, job.folder) for job in ran]
         title = (f"{suite}: case seed {options.seed}, rates over all cases of the row "
                  f"({'generated' if suite == 'mnist' else 'held-out real'} origins)")
-        show(console, title, PRINTED, [printed_cells(row) for row in rows], options.markdown)
+        to_real = any(row.get("median_ms_ssim_to_real") is not None for row in rows)
+        columns = (*PRINTED, "median MS-SSIM to the real image") if to_real else PRINTED
+        show(console, title, columns, [printed_cells(row, to_real) for row in rows], options.markdown)
         reference = next((row for row in rows if row["method"] == REFERENCE), None)
         if reference is not None:
             show(console, f"{suite}: SUT evaluations per failure, against {REFERENCE}",
