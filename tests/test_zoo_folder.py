@@ -206,13 +206,16 @@ def test_the_colour_gate_fails_samples_that_lost_their_colours(tmp_path):
     from hynea_pl.zoo.labelled.gates import colour_fidelity, measure_colour_gates
     from hynea_pl.zoo.splits import ImageSplit
 
-    data = write_shapes(tmp_path / "rgb", classes=4, per_class=20, size=16, channels=3)
+    data = write_shapes(tmp_path / "rgb", classes=4, per_class=60, size=16, channels=3)
     images = torch.stack([torch.from_numpy(np.array(Image.open(path))).permute(2, 0, 1) / 255
                           for path in sorted(data.rglob("*.png"))])
     grey = images.mean(1, keepdim=True).expand_as(images)
-    assert colour_fidelity(images[:40], images[40:]) > 0.8  # the same domain's colours
-    assert colour_fidelity(grey, images) < 0.1
+    red_is_blue = torch.stack([images[:, 0], images[:, 1], images[:, 0]], 1)  # every hue on one green-magenta line
+    assert colour_fidelity(images[::2], images[1::2]) > 0.6  # the same domain's colours (120 images a half)
+    assert colour_fidelity(grey, images) < 0.01 and colour_fidelity(red_is_blue, images) < 0.2
     held_out = ImageSplit(images, torch.zeros(len(images), dtype=torch.long), images, torch.zeros(len(images)))
-    kept, lost = (measure_colour_gates(FOLDER_GATES, generated, held_out)[0] for generated in (images, grey))
-    assert kept.passed and not lost.passed and lost.threshold == FOLDER_GATES.colour_fidelity
+    kept, *lost = (measure_colour_gates(FOLDER_GATES, generated, held_out)[0]
+                   for generated in (images[::2], grey, red_is_blue))
+    assert kept.passed and not any(gate.passed for gate in lost)
+    assert lost[0].threshold == FOLDER_GATES.colour_fidelity
     assert measure_colour_gates(FOLDER_GATES, images[:, :1], held_out) == []  # grey images: no colour gate

@@ -163,8 +163,9 @@ class GateConfig:
 @dataclass(frozen=True)
 class FolderGateConfig(GateConfig):
     """The gates of a profile of the user's images: :class:`GateConfig`'s, plus, for colour images, how well the
-    generated images keep the held-out images' colourfulness (``colour_fidelity``:
-    :func:`~hynea_pl.zoo.labelled.gates.colour_fidelity`; grey samples of a colour domain score near 0)."""
+    generated images keep the spread of the held-out images' colours (``colour_fidelity``:
+    :func:`~hynea_pl.zoo.labelled.gates.colour_fidelity`; grey samples of a colour domain, or samples that lost one
+    direction of colour, score near 0)."""
 
     colour_fidelity: float | None = 0.5
 

@@ -44,20 +44,28 @@ def measure_model_gates(gates: GateConfig, sut: SmallCNN, vae: AutoencoderKL,
     ]
 
 
-def chroma(images: torch.Tensor) -> float:
-    """The mean colourfulness of ``images (N, 3, H, W)`` in [0, 1]: per pixel, its largest channel minus its
-    smallest (0 for a grey pixel), averaged."""
-    return float((images.amax(1) - images.amin(1)).mean())
+def _pixel_colours(images: torch.Tensor) -> torch.Tensor:
+    """Every pixel's colour of ``images (N, 3, H, W)``: ``(N * H * W, 3)``."""
+    return images.permute(0, 2, 3, 1).reshape(-1, 3).double()
 
 
 def colour_fidelity(generated: torch.Tensor, real: torch.Tensor) -> float:
-    """How well ``generated`` images keep the colourfulness of ``real`` ones (both ``(N, 3, H, W)`` in [0, 1]): the
-    ratio of their :func:`chroma`, the smaller over the larger, so 1 when they match and near 0 when the generated
-    images lost their colours (or gained colours the real ones lack)."""
-    made, wanted = chroma(generated), chroma(real)
-    if max(made, wanted) < 1e-6:
-        return 1.0
-    return min(made, wanted) / max(made, wanted)
+    """How well ``generated`` images keep the colours of ``real`` ones (both ``(N, 3, H, W)`` in [0, 1]): along each
+    principal axis of the real pixels' colours (the eigenvectors of their 3 x 3 covariance), the generated pixels'
+    variance over the real pixels', taken as the smaller over the larger; the least of the three. 1 when the
+    generated colours spread like the real ones; near 0 when they lost a direction of colour (grey samples of a
+    colour domain, or red and blue drawn alike: every hue on one green-magenta line). Axes along which the real
+    colours do not vary (below 1e-3 of the widest) are left out."""
+    real_cov = torch.cov(_pixel_colours(real).T)
+    generated_cov = torch.cov(_pixel_colours(generated).T)
+    spread, axes = torch.linalg.eigh(real_cov)
+    ratios = []
+    for value, axis in zip(spread, axes.T):
+        if value < 1e-3 * spread.max():
+            continue
+        ratio = float(axis @ generated_cov @ axis / value)
+        ratios.append(min(ratio, 1 / ratio) if ratio > 0 else 0.0)
+    return min(ratios) if ratios else 1.0
 
 
 def measure_colour_gates(gates: GateConfig, generated: torch.Tensor, data: ImageSplit) -> list[Gate]:
