@@ -6,8 +6,15 @@ import argparse
 import sys
 import traceback
 
+import warnings
+from pathlib import Path
+from typing import NoReturn
+
 from hynea_pl import errors
 from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
+
+#: the package's folders: a warning raised there is the package's own, shown as one plain line
+PACKAGE_DIRS = tuple(str(Path(__file__).resolve().parents[1] / name) for name in ("hynea_pl", "baselines"))
 
 USAGE = """usage: python -m hynea_pl [--debug] <command> [options]
 
@@ -33,13 +40,33 @@ commands:
 """
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (``main`` prints ``error: ...`` and exits 2), not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(f"{self.prog}: {message}")
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                 line: str | None = None) -> None:
+    """``warnings.showwarning`` for the command line: a warning the package raises on purpose is one plain line
+    (``warning: ...``), without the package's file and source line; any other keeps Python's format."""
+    if str(Path(filename).resolve()).startswith(PACKAGE_DIRS):
+        print(f"warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+    else:
+        _PYTHON_SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_PYTHON_SHOW_WARNING = warnings.showwarning
+
+
 def _zoo(args: list[str]) -> int:
     import argparse
 
     from hynea_pl.zoo import PROFILES, build_zoo
     from hynea_pl.zoo.registry import extra_names
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl zoo")
+    parser = OneLineParser(prog="python -m hynea_pl zoo")
     sub = parser.add_subparsers(dest="action", required=True)
     build = sub.add_parser("build", help="build what is missing of a zoo profile and print its quality table")
     build.add_argument("--profile", default="full",
@@ -146,7 +173,7 @@ def _evaluate(args: list[str]) -> int:
     from hynea_pl.evaluation import evaluate_run
     from hynea_pl.report.compare import load_embedder, run_realism_inputs
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl evaluate",
+    parser = OneLineParser(prog="python -m hynea_pl evaluate",
                                      description="Re-score a run folder (records.jsonl + PNGs) into metrics.json.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--embedder", default="auto",
@@ -181,7 +208,7 @@ def _compare(args: list[str]) -> int:
         write_comparison,
     )
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl compare",
+    parser = OneLineParser(prog="python -m hynea_pl compare",
                                      description="Compare run folders (one per method) on the shared metrics.")
     parser.add_argument("run_dirs", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=None,
@@ -217,7 +244,7 @@ def _report(args: list[str]) -> int:
     from hynea_pl.report.build import build_report
     from hynea_pl.report.significance import MIN_PAIRS
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl report",
+    parser = OneLineParser(prog="python -m hynea_pl report",
                                      description="Write report.html and report.md (RQ1 / RQ2 tables, HyNeA-vs-baseline "
                                                  "statistics, plots, galleries, confusion matrices, the lr_min sweep) "
                                                  "for run folders, from each run's metrics.json (scored first where "
@@ -251,7 +278,7 @@ def _replay(args: list[str]) -> int:
 
     from hynea_pl.campaign.replay import PIXEL_TOLERANCE, replay_case
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl replay",
+    parser = OneLineParser(prog="python -m hynea_pl replay",
                                      description="Regenerate a case's result image from its saved adapter and seed, "
                                                  "and check it against the stored PNG and the SUT's label.")
     parser.add_argument("run_dir", type=Path)
@@ -273,7 +300,7 @@ def _sweep(args: list[str]) -> int:
 
     from hynea_pl.campaign.sweep import LR_GRIDS, parse_grid, row_line, run_sweep, sweep_table
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl sweep", allow_abbrev=False,
+    parser = OneLineParser(prog="python -m hynea_pl sweep", allow_abbrev=False,
                                      description="The paper's learning-rate sweep (RQ4): one fit per (lr_min, lr_max) "
                                                  "into <out>/lr_<lr_min>_<lr_max>/ (an existing folder is resumed). "
                                                  "Any other option is passed to fit.")
@@ -313,7 +340,7 @@ def _rate(args: list[str]) -> int:
     from hynea_pl.report.rate import build_app, make_server
     from hynea_pl.report.ratings import default_ratings_path, load_class_names
 
-    parser = argparse.ArgumentParser(prog="python -m hynea_pl rate",
+    parser = OneLineParser(prog="python -m hynea_pl rate",
                                      description="Serve a local page on which people rate the runs' flipped results "
                                                  "(RQ3): 'Is this a <class>?' and realism 1-5, one image at a time, "
                                                  "method hidden; every answer is appended to the ratings file.")
@@ -386,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}; choose one of {sorted(COMMANDS)}", file=sys.stderr)
         return 2
+    shown, warnings.showwarning = warnings.showwarning, show_warning
     try:
         return COMMANDS[argv[0]](argv[1:])
     except KeyboardInterrupt:
@@ -402,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         return failed(error, 1)
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         return failed(error, 2)
+    finally:
+        warnings.showwarning = shown
 
 
 def failed(error: BaseException, code: int) -> int:

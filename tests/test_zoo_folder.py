@@ -219,3 +219,61 @@ def test_the_colour_gate_fails_samples_that_lost_their_colours(tmp_path):
     assert kept.passed and not any(gate.passed for gate in lost)
     assert lost[0].threshold == FOLDER_GATES.colour_fidelity
     assert measure_colour_gates(FOLDER_GATES, images[:, :1], held_out) == []  # grey images: no colour gate
+
+
+@pytest.mark.parametrize("setting", ["denoiser.max_steps=-5", "sut.max_steps=2.5", "sut.dropout=2",
+                                     "gates.verdict_ceiling=1.5", "sut.channels=[0, 4]", "gates.max_build_s=0",
+                                     "autoencoder.lr=abc"])
+def test_a_setting_out_of_range_is_refused_before_anything_is_saved(setting, cache, tmp_path, capsys):
+    data = write_shapes(tmp_path / "data", classes=2, per_class=14, size=16)
+    assert main(["zoo", "build", "--data", str(data), "--name", "p5g", "--set", setting]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --set {setting.split('=')[0]}=") and "Traceback" not in err[0]
+    assert not (cache / "zoo").exists(), "nothing read, saved or trained"
+
+
+def test_an_argument_error_is_one_line(cache, tmp_path, capsys):
+    assert main(["zoo", "build", "--data", str(tmp_path), "--name", "x", "--channels", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--channels" in err[0] and "invalid choice: 2" in err[0]
+
+
+@pytest.mark.parametrize("stop", [RuntimeError("the trainer broke"), KeyboardInterrupt()], ids=["error", "ctrl-c"])
+def test_a_build_stopped_half_way_leaves_no_profile(stop, cache, tmp_path, capsys, monkeypatch):
+    from hynea_pl.zoo.labelled import train
+
+    data = write_shapes(tmp_path / "data", classes=2, per_class=14, size=16, unreadable=1)
+
+    def broken(*args, **kwargs):
+        raise stop
+
+    monkeypatch.setattr(train, "train_classifier", broken)
+    code = build(data, "half")
+    err = capsys.readouterr().err
+    if isinstance(stop, KeyboardInterrupt):
+        assert code == 130
+    else:
+        lines = [line for line in err.strip().splitlines() if line.startswith("error:")]
+        assert code == 2 and len(lines) == 1 and "Traceback" not in err
+        assert "training half/" in lines[0] and "the trainer broke" in lines[0], lines
+    # the package's warning is one plain line naming the file and the reader's reason
+    warning = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and warning[0].startswith("warning: skipped 1 unreadable image(s)"), err
+    assert "broken_0.png" in warning[0] and "cannot identify image file 'broken_0.png'" in warning[0], warning
+    assert "folder.py" not in err and "'it'" not in err
+    assert folder_profile_names() == [] and not (cache / "zoo" / "profiles" / "half.json").exists()
+    with pytest.raises(ValueError) as unknown:
+        get_profile("half")
+    assert "half" not in str(unknown.value).split("choose one of")[1]
+
+
+def test_a_recipe_of_a_build_that_never_finished_is_no_profile(cache):
+    from hynea_pl.zoo.folder import finish_folder_profile, profile_path, save_folder_profile
+
+    data = FolderDataConfig(fingerprint="0" * 12, image_size=16, channels=1, num_classes=2, class_names=("a", "b"))
+    save_folder_profile("killed", data, "tiny", [])  # what a build killed before it finished leaves
+    assert profile_path("killed").is_file() and folder_profile_names() == []
+    with pytest.raises(ValueError, match="unknown zoo profile 'killed'"):
+        get_profile("killed")
+    finish_folder_profile("killed")
+    assert folder_profile_names() == ["killed"] and get_profile("killed").data == data

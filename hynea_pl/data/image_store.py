@@ -276,6 +276,16 @@ def _read_uint8(path: Path, channels: int, size: int) -> tuple[np.ndarray, int, 
     return tensor.mul_(255.0).round_().clamp_(0.0, 255.0).to(torch.uint8).numpy(), source_channels, resized
 
 
+def unreadable_reason(error: BaseException, path: Path) -> str:
+    """Why the reader could not read ``path``, in its own words, with the file named by its name (not its whole
+    path, which the message gives once). A reader plugin that is not installed (PIL tries each) is not the reason:
+    the file is in no format an installed reader knows."""
+    if isinstance(error, ImportError):
+        return f"{path.name} is in no format an installed reader knows"
+    message = str(error).replace(repr(str(path)), repr(path.name)).replace(str(path), path.name)
+    return f"{message} ({type(error).__name__})" if message else type(error).__name__
+
+
 def _warn_unreadable(listing: _Listing, count: int, path: Path, reason: str) -> None:
     """One warning for all ``count`` unreadable files, naming the first (``path``, failed with ``reason``)."""
     more = f", and {count - 1} more" if count > 1 else ""
@@ -301,7 +311,7 @@ def _write_pixels(listing: _Listing, staging: Path, size: int, channels: int,
         except Exception as error:  # PIL raises many kinds (OSError, SyntaxError, ValueError, ...)
             unreadable[label] += 1
             if first_failure is None:
-                first_failure = (path, f"{type(error).__name__}: {error}".replace(str(path), "it"))
+                first_failure = (path, unreadable_reason(error, path))
         else:
             images[count], labels[count] = pixels, label
             converted["channels"] += source_channels != channels

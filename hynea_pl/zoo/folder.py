@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from hynea_pl.data.image_store import (
 )
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import zoo_dir
-from hynea_pl.zoo.labelled.config import FolderGateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.labelled.config import FolderGateConfig, GateConfig, PixelKNNOracleConfig, ZooProfile
 from hynea_pl.zoo.labelled.zoo import Zoo, build_zoo
 from hynea_pl.zoo.mnist.profiles import PROFILES
 from hynea_pl.zoo.profiles import register_profile_source
@@ -128,10 +129,69 @@ def _set(config: Any, path: Sequence[str], value: str, key: str) -> Any:
     fields = {field.name for field in dataclasses.fields(config)}
     if head not in fields:
         raise ValueError(f"--set {key}: {type(config).__name__} has no field {head!r}; choose one of {sorted(fields)}")
-    new = _set(getattr(config, head), rest, value, key) if rest else _parse(value)
-    if isinstance(getattr(config, head), tuple) and isinstance(new, list):
-        new = tuple(new)
+    new = _set(getattr(config, head), rest, value, key) if rest else _checked(key, config, head, _parse(value))
     return dataclasses.replace(config, **{head: new})
+
+
+#: integer settings that must be at least 1 (every other integer setting: at least 0)
+POSITIVE_INTS = frozenset({"attention_head_dim", "batch_size", "cross_attention_dim", "depth", "dim", "elastic_grid",
+                           "generated_per_class", "hidden", "k", "kernel_size", "latent_channels", "layers_per_block",
+                           "max_steps", "norm_num_groups", "num_inference_steps", "num_train_timesteps",
+                           "patch_size"})
+#: number settings that are fractions, at most 1
+FRACTIONS = frozenset({"dropout", "eta", "ema_decay", "label_dropout", "label_smoothing"})
+
+
+def _checked(key: str, config: Any, field: str, value: Any) -> Any:
+    """``value`` for ``config.field`` when it has the field's type and lies in its range (the same rules as the
+    ``fit`` options: counts >= 1, steps and sizes >= 0, fractions in [0, 1], gates in [0, 1] or null, the build
+    budget > 0 or null); else a one-line error naming ``--set key``."""
+    old = getattr(config, field)
+    shown = value if isinstance(value, str) else json.dumps(value)
+
+    def bad(allowed: str) -> ValueError:
+        return ValueError(f"--set {key}={shown}: {allowed}")
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    gate = isinstance(config, GateConfig) and isinstance(old, float | None) and field != "max_build_s"
+    if value is None:
+        if old is None or gate or field == "max_build_s":
+            return None
+        raise bad("this setting needs a value")
+    if isinstance(old, bool):
+        if not isinstance(value, bool):
+            raise bad("must be true or false")
+        return value
+    if isinstance(old, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("must be an integer")
+        low = 1 if field in POSITIVE_INTS else 0
+        if value < low:
+            raise bad(f"must be >= {low}")
+        return value
+    if isinstance(old, float) or old is None:
+        if not number(value):
+            raise bad("must be a number")
+        if field == "max_build_s":
+            if value <= 0:
+                raise bad("must be > 0 (seconds), or null for no budget")
+        elif value < 0:
+            raise bad("must be >= 0")
+        elif (gate or field in FRACTIONS or field.endswith("_prob")) and value > 1:
+            raise bad("must be at most 1" + (" (or null: recorded, not enforced)" if gate else ""))
+        return float(value)
+    if isinstance(old, tuple):
+        if not isinstance(value, list) or not all(number(v) for v in value):
+            raise bad(f"must be a list of numbers, like {json.dumps(list(old))}")
+        if all(isinstance(v, int) for v in old) and old:
+            if not all(isinstance(v, int) and v >= 1 for v in value) or not value:
+                raise bad(f"must be a list of integers >= 1, like {json.dumps(list(old))}")
+        return tuple(value)
+    if isinstance(old, str) and not isinstance(value, str):
+        raise bad("must be text")
+    return value
 
 
 def _parse(value: str) -> Any:
@@ -174,13 +234,22 @@ def folder_profile_from(name: str, data: FolderDataConfig | None, base: str = "f
 
 
 def save_folder_profile(name: str, data: FolderDataConfig, base: str, settings: Sequence[str]) -> ZooProfile:
-    """Check, then save the recipe of profile ``name`` (``zoo/profiles/<name>.json``) and return the profile."""
+    """Check, then save the recipe of profile ``name`` (``zoo/profiles/<name>.json``, unfinished until
+    :func:`finish_folder_profile`) and return the profile."""
     profile = folder_profile_from(name, data, base, settings)
     path = profile_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    recipe = {"name": name, "base": base, "settings": list(settings), "data": dataclasses.asdict(data)}
+    recipe = {"name": name, "base": base, "settings": list(settings), "data": dataclasses.asdict(data),
+              "finished": False}
     path.write_text(json.dumps(recipe, indent=1) + "\n")
     return profile
+
+
+def finish_folder_profile(name: str) -> None:
+    """Mark the saved recipe of ``name`` as a finished build: from now on it is a profile."""
+    path = profile_path(name)
+    recipe = json.loads(path.read_text())
+    path.write_text(json.dumps({**recipe, "finished": True}, indent=1) + "\n")
 
 
 def describe(store: ImageStore) -> str:
@@ -193,20 +262,30 @@ def describe(store: ImageStore) -> str:
     return "; ".join([line, *(note for note in notes if note)])
 
 
-def folder_profile(name: str) -> ZooProfile | None:
-    """The saved profile ``name``, or ``None`` when there is none."""
+def _recipe(name: str) -> dict | None:
+    """The saved recipe of a finished build of profile ``name`` (a recipe saved by a build that has not finished,
+    or never will, is not a profile yet), or ``None``."""
     path = profile_path(name)
     if not path.is_file():
         return None
     recipe = json.loads(path.read_text())
+    return recipe if recipe.get("finished", True) else None
+
+
+def folder_profile(name: str) -> ZooProfile | None:
+    """The saved profile ``name`` (its build finished), or ``None`` when there is none."""
+    recipe = _recipe(name)
+    if recipe is None:
+        return None
     data = FolderDataConfig(**{**recipe["data"], "class_names": tuple(recipe["data"]["class_names"])})
     return folder_profile_from(name, data, recipe["base"], recipe["settings"])
 
 
 def folder_profile_names() -> list[str]:
-    """The saved folder profiles."""
+    """The saved folder profiles whose build finished."""
     folder = zoo_dir() / "profiles"
-    return sorted(path.stem for path in folder.glob("*.json")) if folder.is_dir() else []
+    names = sorted(path.stem for path in folder.glob("*.json")) if folder.is_dir() else []
+    return [name for name in names if _recipe(name) is not None]
 
 
 def check_name(name: str) -> str:
@@ -259,7 +338,8 @@ def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: in
     """A zoo of the user's labelled images: ``source`` read into the cache, profile
     ``name`` saved (the models and gates of the built-in profile ``base``, changed by ``settings``: ``KEY=VALUE``)
     and built (every model trained, its gates measured). Bad data or a bad setting is a one-line error before any
-    training."""
+    training; a build that fails or is stopped half-way leaves no profile behind (a killed one, a recipe marked
+    unfinished, which no lookup offers)."""
     check_name(name)
     if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size % 8:
         raise ValueError(f"--size {size}: use a multiple of 8 from 16 (the autoencoder and the denoiser halve it "
@@ -268,13 +348,19 @@ def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: in
     store = read_folder(source, size, channels, labels_csv)
     train.console.print(f"[bold]zoo[/]: {describe(store)}", soft_wrap=True)
     profile = save_folder_profile(name, data_config_of(store), base, settings)
-    return build_zoo(profile, verbose=False, released=False)
+    try:
+        zoo = build_zoo(profile, verbose=False, released=False)
+    except BaseException:  # a failed or interrupted build leaves no profile (its trained models stay cached)
+        profile_path(name).unlink(missing_ok=True)
+        raise
+    finish_folder_profile(name)
+    return zoo
 
 
 register_profile_source(folder_profile, folder_profile_names)
 
 __all__ = [
     "FOLDER_AUTOENCODER_STEPS", "FOLDER_GATES", "FolderDataConfig", "MIN_PER_CLASS", "SPLIT_FRACTIONS",
-    "apply_settings", "build_folder_zoo", "check_name", "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
+    "apply_settings", "build_folder_zoo", "check_name", "finish_folder_profile", "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
     "folder_splits", "read_folder", "save_folder_profile", "store_path",
 ]

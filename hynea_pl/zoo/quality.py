@@ -13,6 +13,10 @@ class ZooQualityError(RuntimeError):
     """A zoo build missed one of its model-quality gates."""
 
 
+class ZooBuildError(RuntimeError):
+    """Training a zoo component, or measuring its gates, failed: the component and the reason, in one line."""
+
+
 @dataclass(frozen=True)
 class Gate:
     """A measured value against its threshold; a missed ``fatal`` gate fails the build, a missed budget

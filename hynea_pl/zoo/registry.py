@@ -71,7 +71,8 @@ from typing import TYPE_CHECKING, Any
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
 from hynea_pl.zoo.profiles import get_profile
-from hynea_pl.zoo.quality import Gate, ZooQualityError, quality_table
+from hynea_pl.errors import one_line
+from hynea_pl.zoo.quality import Gate, ZooBuildError, ZooQualityError, quality_table
 from hynea_pl.zoo.released import install_released
 
 if TYPE_CHECKING:
@@ -266,11 +267,30 @@ def component_paths(profile: ZooProfile | str, name: str) -> tuple[Path | None, 
 
 
 # ------------------------------------------------------------------------------------------------- building
-def _timed_entry(path: Path, build: Callable[[Path], object]) -> None:
+def _timed_entry(path: Path, build: Callable[[Path], object], what: str = "") -> None:
+    """Build the entry ``path`` (atomically) and record its build time; an error of the build is a
+    :class:`~hynea_pl.zoo.quality.ZooBuildError` naming ``what`` was built and why, in one line."""
     with atomic_entry(path) as staging:
         start = time.perf_counter()
-        build(staging)
+        with _named_failure(f"training {what}" if what else f"building {path.name}"):
+            build(staging)
         (staging / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - start}))
+
+
+class _named_failure:
+    """Turn an error of the block (not an interrupt, not a missed gate) into a one-line :class:`ZooBuildError`:
+    ``zoo: <doing> failed: <reason>``."""
+
+    def __init__(self, doing: str) -> None:
+        self.doing = doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: object) -> bool:
+        if error is None or not isinstance(error, Exception) or isinstance(error, (ZooQualityError, ZooBuildError)):
+            return False
+        raise ZooBuildError(f"zoo: {self.doing} failed: {one_line(error)}") from error
 
 
 def _train_member(profile: ZooProfile, name: str, members: dict[str, Path], verbose: bool, released: bool) -> None:
@@ -286,7 +306,7 @@ def _train_member(profile: ZooProfile, name: str, members: dict[str, Path], verb
     if not is_complete(members[name]):
         cfg = _per_profile(component.train_configs, component, profile, "train config")
         context = BuildContext(profile, deps)
-        _timed_entry(members[name], lambda out: component.train(cfg, context, out))
+        _timed_entry(members[name], lambda out: component.train(cfg, context, out), f"{profile.name}/{name}")
 
 
 def _measure(profile: ZooProfile, component: Component, built: Built, context: BuildContext,
@@ -301,7 +321,8 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
         what, header = f"extra {title!r}", {"extra": component.name, "entry": str(built.entry)}
     with atomic_entry(built.manifest) as staging:
         start = time.perf_counter()
-        gates = component.measure(gate_cfg, built.entry, context, staging)
+        with _named_failure(f"measuring the gates of {title}"):
+            gates = component.measure(gate_cfg, built.entry, context, staging)
         build_s = sum(json.loads((entry / "build.json").read_text())["build_s"] for entry in built.entries.values())
         build_s += time.perf_counter() - start
         time_gate = Gate("build_time_s", build_s, getattr(gate_cfg, "max_build_s", None),
@@ -370,7 +391,7 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, 
                                          for dep in component.depends})
         if not is_complete(entry):
             cfg = _per_profile(component.train_configs, component, profile, "train config")
-            _timed_entry(entry, lambda out: component.train(cfg, context, out))
+            _timed_entry(entry, lambda out: component.train(cfg, context, out), f"{profile.name}/{name}")
     for other in component.gated_by:
         context.deps[other] = build_component(profile, other, verbose=verbose, released=released).entry
     _measure(profile, component, built, context, verbose)
