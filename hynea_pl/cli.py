@@ -47,17 +47,17 @@ class OneLineParser(argparse.ArgumentParser):
         raise ValueError(f"{self.prog}: {message}")
 
 
-def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
-                 line: str | None = None) -> None:
-    """``warnings.showwarning`` for the command line: a warning the package raises on purpose is one plain line
-    (``warning: ...``), without the package's file and source line; any other keeps Python's format."""
+def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   line: str | None = None) -> str:
+    """``warnings.formatwarning`` for the command line: a warning the package raises on purpose is one plain line
+    (``warning: ...``), without the package's file and source line; any other keeps Python's format. (Only the
+    format changes, so that ``warnings.catch_warnings(record=True)`` still records every warning.)"""
     if str(Path(filename).resolve()).startswith(PACKAGE_DIRS):
-        print(f"warning: {' '.join(str(message).split())}", file=file or sys.stderr)
-    else:
-        _PYTHON_SHOW_WARNING(message, category, filename, lineno, file, line)
+        return f"warning: {' '.join(str(message).split())}\n"
+    return _PYTHON_FORMAT_WARNING(message, category, filename, lineno, line)
 
 
-_PYTHON_SHOW_WARNING = warnings.showwarning
+_PYTHON_FORMAT_WARNING = warnings.formatwarning
 
 
 def _zoo(args: list[str]) -> int:
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] not in COMMANDS:
         print(f"error: unknown command {argv[0]!r}; choose one of {sorted(COMMANDS)}", file=sys.stderr)
         return 2
-    shown, warnings.showwarning = warnings.showwarning, show_warning
+    formatted, warnings.formatwarning = warnings.formatwarning, format_warning
     try:
         return COMMANDS[argv[0]](argv[1:])
     except KeyboardInterrupt:
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     except (argparse.ArgumentError, FileNotFoundError, ValueError, TypeError, OSError, RuntimeError) as error:
         return failed(error, 2)
     finally:
-        warnings.showwarning = shown
+        warnings.formatwarning = formatted
 
 
 def failed(error: BaseException, code: int) -> int:

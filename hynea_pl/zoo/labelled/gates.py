@@ -131,8 +131,8 @@ def gate_advice(name: str) -> str:
     if name == "generated_accuracy":
         return "the LDM's images do not show their class: raise denoiser.max_steps"
     if name == "colour_fidelity":
-        return ("the generated images lose the images' colours: raise autoencoder.max_steps (then "
-                "denoiser.max_steps)")
+        return ("the generated images lose a direction of the images' colours: give the autoencoder more latent "
+                "channels (autoencoder.latent_channels=8) or steps (autoencoder.max_steps)")
     if name == "verdict_ceiling":
         return ("the judges and the realism test reject real held-out images: train the judges longer "
                 "(oracles.NAME.max_steps) or lower gates.verdict_ceiling")
