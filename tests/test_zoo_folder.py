@@ -178,6 +178,17 @@ def test_a_folder_profile_on_full_trains_its_autoencoder_longer_and_has_the_fold
     assert folder_profile_from("mine", None, "full", ["autoencoder.max_steps=300"]).autoencoder.max_steps == 300
     on_tiny = folder_profile_from("mine", None, "tiny")
     assert on_tiny.autoencoder == tiny.autoencoder and on_tiny.gates == tiny.gates
+    # colour images get more latent channels on the full base (4 keep two of the three directions of colour)
+    from hynea_pl.zoo.folder import FOLDER_COLOUR_LATENT_CHANNELS
+
+    def data(channels: int) -> FolderDataConfig:
+        return FolderDataConfig(fingerprint="0" * 12, image_size=32, channels=channels, num_classes=2,
+                                class_names=("a", "b"))
+
+    assert folder_profile_from("mine", data(3), "full").autoencoder.latent_channels == FOLDER_COLOUR_LATENT_CHANNELS
+    assert folder_profile_from("mine", data(1), "full").autoencoder.latent_channels == full.autoencoder.latent_channels
+    assert folder_profile_from("mine", data(3), "tiny").autoencoder == tiny.autoencoder
+    assert folder_profile_from("mine", data(3), "full", ["autoencoder.latent_channels=4"]).autoencoder.latent_channels == 4
 
 
 def test_settings_change_a_field_and_its_type():
