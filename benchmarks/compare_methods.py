@@ -20,9 +20,9 @@ The printed table's rates are over **all cases of the row** (its ``cases`` colum
 every stability variant. ``median evals`` is over the flipped cases and over all cases; ``evals / valid`` and
 ``evals / stable`` divide the SUT evaluations of all cases by the valid (stable valid) failures; ``ended early``
 counts the cases that stopped on the method's own rule or step limit before flipping or spending the budget;
-``wall / case`` is the mean of the cases' own run time. The ratio table divides each method's ``evals / valid`` (``evals /
-stable``) by HyNeA's: how many times more SUT evaluations the method spends per failure; a method that found none
-shows what it spent in all (``none in N``) and the ratio that spending gives, a lower bound (``> r``).
+``wall / case`` is the mean of the cases' own run time. The ratio table divides each method's ``evals / valid``
+(``evals / stable``) by HyNeA's: how many times more SUT evaluations the method spends per failure; a method that
+found none shows what it spent in all (``none in N``) and the ratio that spending gives, a lower bound (``> r``).
 """
 
 from __future__ import annotations

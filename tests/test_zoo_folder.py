@@ -1,6 +1,7 @@
 """A zoo of the user's own labelled images (``zoo build --data PATH --name NAME``): a tiny profile trained end to end
 from a synthetic folder of shapes (grey and RGB), loaded by ``zoo://``, a short HyNeA campaign on it with
-``configs/custom.yaml --profile NAME`` (its demo SUT, then a classifier of the user's own), and bad folders refused in one line before any training."""
+``configs/custom.yaml --profile NAME`` (its demo SUT, then a classifier of the user's own), and bad folders and
+settings refused in one line before any training."""
 
 from __future__ import annotations
 
@@ -188,7 +189,8 @@ def test_a_folder_profile_on_full_trains_its_autoencoder_longer_and_has_the_fold
     assert folder_profile_from("mine", data(3), "full").autoencoder.latent_channels == FOLDER_COLOUR_LATENT_CHANNELS
     assert folder_profile_from("mine", data(1), "full").autoencoder.latent_channels == full.autoencoder.latent_channels
     assert folder_profile_from("mine", data(3), "tiny").autoencoder == tiny.autoencoder
-    assert folder_profile_from("mine", data(3), "full", ["autoencoder.latent_channels=4"]).autoencoder.latent_channels == 4
+    chosen = folder_profile_from("mine", data(3), "full", ["autoencoder.latent_channels=4"])
+    assert chosen.autoencoder.latent_channels == 4
 
 
 def test_settings_change_a_field_and_its_type():

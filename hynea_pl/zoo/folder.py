@@ -369,7 +369,8 @@ def build_folder_zoo(source: str | Path, name: str, size: int = 32, channels: in
 register_profile_source(folder_profile, folder_profile_names)
 
 __all__ = [
-    "FOLDER_AUTOENCODER_STEPS", "FOLDER_COLOUR_LATENT_CHANNELS", "FOLDER_GATES", "FolderDataConfig", "MIN_PER_CLASS", "SPLIT_FRACTIONS",
-    "apply_settings", "build_folder_zoo", "check_name", "finish_folder_profile", "data_config_of", "describe", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
+    "FOLDER_AUTOENCODER_STEPS", "FOLDER_COLOUR_LATENT_CHANNELS", "FOLDER_GATES", "MIN_PER_CLASS", "SPLIT_FRACTIONS",
+    "FolderDataConfig", "apply_settings", "build_folder_zoo", "check_name", "data_config_of", "describe",
+    "finish_folder_profile", "folder_held_out", "folder_profile", "folder_profile_from", "folder_profile_names",
     "folder_splits", "read_folder", "save_folder_profile", "store_path",
 ]
