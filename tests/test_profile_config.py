@@ -24,7 +24,8 @@ def test_the_profile_points_every_zoo_component_at_it():
     model = config.sut.init_args.model.init_args
     assert (model.num_classes, model.in_channels, model.image_size) == (10, 1, 32)
     assert (list(model.channels), model.hidden) == (list(tiny.sut.channels), tiny.sut.hidden)
-    assert (config.sut.init_args.preprocess.init_args.size, config.sut.init_args.preprocess.init_args.channels) == (32, 1)
+    preprocess = config.sut.init_args.preprocess.init_args
+    assert (preprocess.size, preprocess.channels) == (32, 1)
     assert config.oracle.init_args.profile == config.realism.init_args.profile == "tiny"
     assert config.model.init_args.reference.init_args.profile == "tiny"
     assert config.model.init_args.acceptance.init_args.profile == "tiny"

@@ -154,8 +154,8 @@ def load_oracle(entry: Path) -> nn.Module:
 @functools.lru_cache(maxsize=2)
 def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the profile's data config,
-    its class unless unnamed recipes imply it: :func:`hynea_pl.zoo.splits.recipe_data_class`, the split it keeps and the :class:`KNNOracleConfig`), derived once per
-    process."""
+    its class unless unnamed recipes imply it (:func:`hynea_pl.zoo.splits.recipe_data_class`), the split it keeps
+    and the :class:`KNNOracleConfig`), derived once per process."""
     from hynea_pl.zoo.labelled.config import PixelKNNOracleConfig
 
     recipe = json.loads(recipe)
