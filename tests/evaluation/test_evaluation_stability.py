@@ -116,10 +116,13 @@ def record(i: int, **fields) -> CaseRecord:
 
 
 def test_stable_rates_count_over_all_cases():
-    cases = [record(0, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=6),
-             record(1, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=5),
-             record(2, flipped=True, verdict="semantic_change", stability_variants=6, stability_held=6),
-             record(3, flipped=False, verdict="no_flip")]
-    assert stability_columns(cases) == {"stable_flip_rate": 0.5, "stable_failure_rate": 0.25}
+    cases = [record(0, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=6, sut_evals=10),
+             record(1, flipped=True, verdict="valid_failure", stability_variants=6, stability_held=5, sut_evals=20),
+             record(2, flipped=True, verdict="semantic_change", stability_variants=6, stability_held=6, sut_evals=30),
+             record(3, flipped=False, verdict="no_flip", sut_evals=40)]
+    # the evaluations of every case (100) per stable valid failure (1)
+    assert stability_columns(cases) == {"stable_flip_rate": 0.5, "stable_failure_rate": 0.25,
+                                        "sut_evals_per_stable_failure": 100.0}
     unchecked = [record(0, flipped=True, verdict="valid_failure")]
-    assert stability_columns(unchecked) == {"stable_flip_rate": None, "stable_failure_rate": None}
+    assert stability_columns(unchecked) == {"stable_flip_rate": None, "stable_failure_rate": None,
+                                            "sut_evals_per_stable_failure": None}
