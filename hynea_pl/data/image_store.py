@@ -279,9 +279,9 @@ def _read_uint8(path: Path, channels: int, size: int) -> tuple[np.ndarray, int, 
 def unreadable_reason(error: BaseException, path: Path) -> str:
     """Why the reader could not read ``path``, in its own words, with the file named by its name (not its whole
     path, which the message gives once). A reader plugin that is not installed (PIL tries each) is not the reason:
-    the file is in no format an installed reader knows."""
-    if isinstance(error, ImportError):
-        return f"{path.name} is in no format an installed reader knows"
+    no installed reader identifies the file, as PIL says of a file no plugin claims."""
+    if isinstance(error, ImportError):  # PIL tried a format whose plugin is missing: no reader knows the file
+        return f"cannot identify image file {path.name!r} (UnidentifiedImageError)"
     message = str(error).replace(repr(str(path)), repr(path.name)).replace(str(path), path.name)
     return f"{message} ({type(error).__name__})" if message else type(error).__name__
 
