@@ -186,8 +186,12 @@ def test_a_folder_profile_on_full_trains_its_autoencoder_longer_and_has_the_fold
         return FolderDataConfig(fingerprint="0" * 12, image_size=32, channels=channels, num_classes=2,
                                 class_names=("a", "b"))
 
-    assert folder_profile_from("mine", data(3), "full").autoencoder.latent_channels == FOLDER_COLOUR_LATENT_CHANNELS
-    assert folder_profile_from("mine", data(1), "full").autoencoder.latent_channels == full.autoencoder.latent_channels
+    from hynea_pl.zoo.folder import FOLDER_COLOUR_DENOISER_STEPS
+
+    colour, grey = folder_profile_from("mine", data(3), "full"), folder_profile_from("mine", data(1), "full")
+    assert colour.autoencoder.latent_channels == FOLDER_COLOUR_LATENT_CHANNELS
+    assert colour.denoiser.max_steps == FOLDER_COLOUR_DENOISER_STEPS > full.denoiser.max_steps
+    assert grey.autoencoder.latent_channels == full.autoencoder.latent_channels and grey.denoiser == full.denoiser
     assert folder_profile_from("mine", data(3), "tiny").autoencoder == tiny.autoencoder
     chosen = folder_profile_from("mine", data(3), "full", ["autoencoder.latent_channels=4"])
     assert chosen.autoencoder.latent_channels == 4
