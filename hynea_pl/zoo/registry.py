@@ -62,7 +62,8 @@ from __future__ import annotations
 import importlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -277,20 +278,16 @@ def _timed_entry(path: Path, build: Callable[[Path], object], what: str = "") ->
         (staging / "build.json").write_text(json.dumps({"build_s": time.perf_counter() - start}))
 
 
-class _named_failure:
+@contextmanager
+def _named_failure(doing: str) -> Iterator[None]:
     """Turn an error of the block (not an interrupt, not a missed gate) into a one-line :class:`ZooBuildError`:
     ``zoo: <doing> failed: <reason>``."""
-
-    def __init__(self, doing: str) -> None:
-        self.doing = doing
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type | None, error: BaseException | None, trace: object) -> bool:
-        if error is None or not isinstance(error, Exception) or isinstance(error, (ZooQualityError, ZooBuildError)):
-            return False
-        raise ZooBuildError(f"zoo: {self.doing} failed: {one_line(error)}") from error
+    try:
+        yield
+    except (ZooQualityError, ZooBuildError):
+        raise
+    except Exception as error:
+        raise ZooBuildError(f"zoo: {doing} failed: {one_line(error)}") from error
 
 
 def _train_member(profile: ZooProfile, name: str, members: dict[str, Path], verbose: bool, released: bool) -> None:
