@@ -192,19 +192,27 @@ def test_stop_margin_ratio_scales_with_the_origins_own_margin():
     assert trainer.global_step == 5 and case.result.found and case.result.step == 5
 
 
-def test_the_margin_hinge_enters_the_loss_until_the_margin_is_reached():
-    """With a required margin, the loss holds how far the SUT is from it, over the origin's margin: 0 once reached."""
-    case = make_case(stop_margin_ratio=0.5, margin_weight=1.0)
-    case.setup("fit")
-    output = case.origin_output.clone()
-    latents = torch.zeros(1, *case.generator.latent_shape)
-    image = case.origin_image
-    _, _, logged = case.case_step(1, latents, image, output, None)
-    assert float(logged["margin_short"]) == pytest.approx(1.5, rel=1e-4)  # (m0 + 0.5 m0) / m0
-    case = make_case(stop_margin_ratio=0.5, margin_weight=0.0)
-    case.setup("fit")
-    _, _, logged = case.case_step(1, latents, image, case.origin_output.clone(), None)
-    assert "margin_short" not in logged
+def test_each_run_aims_at_the_origins_next_most_likely_class():
+    """Run ``n`` of a case aims at the SUT's ``n + 2``-th most likely class on the origin (round again after the
+    last); with ``retarget`` off, or an explicit target, every run aims at the same class."""
+    def target(**kwargs) -> int:
+        case = make_case(attempts=None, **kwargs)
+        case.setup("fit")
+        return int(case.target[0])
+
+    first = make_case(attempts=3)
+    first.setup("fit")
+    ranked = first.origin_output[0].argsort(descending=True).tolist()
+    assert [target(attempt=n) for n in (0, 1, 2, 9)] == [ranked[1], ranked[2], ranked[3], ranked[1]]
+    assert target(attempt=2, retarget=False) == ranked[1]
+    assert target(attempt=2, target=ranked[5]) == ranked[5]
+    assert first.next_attempt() == {"attempt": 1}
+    assert make_case(attempts=2, attempt=1).next_attempt() is None
+
+
+def test_attempts_out_of_range_are_refused():
+    with pytest.raises(ValueError, match="attempts must be >= 1"):
+        make_case(attempts=2, attempt=2)
 
 
 def test_a_negative_stop_margin_is_refused():

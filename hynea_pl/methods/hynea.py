@@ -66,9 +66,6 @@ class HyNeACase(TestCaseModule):
         stop_margin_ratio: the same margin as a fraction of the SUT's own margin on the origin (how far the origin
             was on the other side): it means the same for any SUT, whatever the scale of its logits. The larger of
             the two margins applies.
-        margin_weight: weight of the stop margin in the loss, as a hinge: how far the SUT still is from the required
-            margin, over its margin on the origin (0 once reached). The behaviour term alone settles where the image
-            distance balances it, often short of the margin; 0: the margin only stops.
         reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
             decision (the SUT and the reference disagree); the first such image is the result.
         reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
@@ -84,10 +81,13 @@ class HyNeACase(TestCaseModule):
             models and data no judge uses): a step counts as found only when it accepts the image as a member of the
             origin's class (a blob, a faded or a smeared digit is refused), so the search goes on past a rejected
             flip.
-        attempts: how many runs a case may make within its budget: a run that ends without a found result is
-            followed by a fresh HyperNet at ``retry_lr_scale`` times the learning rates (the case loop starts it,
-            :func:`hynea_pl.campaign.runner.run_case`); the record keeps every run's evaluations.
-        retry_lr_scale: each further run's factor on ``lr_min`` and ``lr_max``.
+        attempts: how many runs a case may make within its budget (``None``: until the budget is spent): a run
+            that ends without a found result is followed by a fresh HyperNet aimed at the next target (the case loop
+            starts it, :func:`hynea_pl.campaign.runner.run_case`); the record keeps every run's target and evaluations.
+        retarget: with no explicit ``target``, run ``n`` aims at the SUT's candidate target ``n``
+            (:meth:`SUT.target_candidates`: a classifier's second most likely class on the origin, then the third,
+            ..., round again after the last); ``False``: every run aims at the first.
+        retry_lr_scale: each further run's factor on ``lr_min`` and ``lr_max`` (1: every run at the same rates).
         attempt: which run this module is (0: the first; set by the case loop).
         prior_weight: weight of a realism prior added to the loss: the frozen denoiser's own denoising loss on the
             adapted latents (:meth:`DiffusionGenerator.denoising_loss`), at a timestep drawn per step from
@@ -122,14 +122,14 @@ class HyNeACase(TestCaseModule):
         stop_on: str = "target",
         stop_margin: NonNegativeFloat = 0.0,
         stop_margin_ratio: NonNegativeFloat = 0.0,
-        margin_weight: NonNegativeFloat = 0.0,
         reference_stop: bool = True,
         reference_margin: ClosedUnitInterval = 0.0,
         reference_views: bool = False,
         views: SearchViews | None = None,
         acceptance: AcceptanceTest | None = None,
-        attempts: PositiveInt = 1,
-        retry_lr_scale: PositiveFloat = 0.5,
+        attempts: PositiveInt | None = 1,
+        retarget: bool = True,
+        retry_lr_scale: PositiveFloat = 1.0,
         attempt: NonNegativeInt = 0,
         prior_weight: NonNegativeFloat = 0.0,
         prior_timesteps: tuple[float, float] = (0.2, 0.6),
@@ -141,8 +141,8 @@ class HyNeACase(TestCaseModule):
             raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
         if stop_margin < 0 or stop_margin_ratio < 0:
             raise ValueError(f"stop_margin and stop_margin_ratio must be >= 0, got {stop_margin}, {stop_margin_ratio}")
-        if attempts < 1 or not 0 <= attempt < attempts:
-            raise ValueError(f"attempts must be >= 1 and attempt in 0..attempts-1, got {attempts}, {attempt}")
+        if (attempts is not None and attempts < 1) or not 0 <= attempt < (attempts or attempt + 1):
+            raise ValueError(f"attempts must be >= 1 (or null) and attempt in 0..attempts-1, got {attempts}, {attempt}")
         if not 0 < retry_lr_scale <= 1:
             raise ValueError(f"retry_lr_scale must be in (0, 1], got {retry_lr_scale}")
         self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance", "views"])
@@ -165,11 +165,10 @@ class HyNeACase(TestCaseModule):
         if self.projector is not None:
             return
         hp = self.hparams
-        register_origin(self, hp.seed, hp.origin_class, hp.target)
+        register_origin(self, hp.seed, hp.origin_class, hp.target, hp.attempt if hp.retarget else 0)
         device = self.origin_image.device
         self.register_buffer("control", self.sut.control_signal(self.origin_output, self.target), persistent=False)
         origin_margin = float(self.sut.decision_margin(self.origin_output, self.origin_output, self.target)[0])
-        self.origin_margin = max(origin_margin, 1e-3)
         self.required_margin = max(hp.stop_margin, hp.stop_margin_ratio * max(origin_margin, 0.0))
         if self.acceptance is not None:
             if hp.origin_class is None:
@@ -197,17 +196,21 @@ class HyNeACase(TestCaseModule):
         return hp.lr_min * scale, hp.lr_max * scale
 
     def next_attempt(self) -> dict | None:
-        """The arguments of the case's next run (``{"attempt": n}``) when this one ended without a found result and
-        runs are left; ``None`` otherwise."""
+        """The arguments of the case's next run (``{"attempt": n}``: its target and learning rates follow from it)
+        when this one ended without a found result and runs are left; ``None`` otherwise. The case loop also ends
+        the case when its budget cannot pay one more step."""
         hp = self.hparams
-        if self.result.found or not self.has_origin or hp.attempt + 1 >= hp.attempts:
+        if self.result.found or not self.has_origin or (hp.attempts is not None and hp.attempt + 1 >= hp.attempts):
             return None
         return {"attempt": hp.attempt + 1}
 
     def attempt_summary(self) -> dict:
-        """This run in the record's ``diagnostics.attempts``: its learning rates and whether it found its result."""
+        """This run in the record's ``diagnostics.attempts``: its target, learning rates and whether it found its
+        result."""
         lr_min, lr_max = self.learning_rates
-        return {"attempt": self.hparams.attempt, "lr_min": lr_min, "lr_max": lr_max, "found": self.result.found}
+        target = int(self.target[0]) if self.has_origin else None
+        return {"attempt": self.hparams.attempt, "target": target, "lr_min": lr_min, "lr_max": lr_max,
+                "found": self.result.found}
 
     def configure_optimizers(self):
         """AdamW(lr_min) with OneCycleLR(max_lr=lr_max) stepped every optimisation step (this run's rates,
@@ -315,11 +318,6 @@ class HyNeACase(TestCaseModule):
             behaviour_term = behaviour
         loss = distance + behaviour_term
         logged = {"distance": distance, "behaviour": behaviour}
-        if self.required_margin and hp.margin_weight:
-            held = self.sut.decision_margin(output, self.origin_output, self.target)  # > 0 while the origin holds
-            short = (held + self.required_margin).clamp_min(0).mean() / self.origin_margin
-            loss = loss + hp.margin_weight * short
-            logged["margin_short"] = short
         if hp.prior_weight:
             prior = self.prior_loss(latents, step)
             loss = loss + hp.prior_weight * prior

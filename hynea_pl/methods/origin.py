@@ -8,7 +8,8 @@ from hynea_pl.methods.base import TestCaseModule
 
 
 @torch.no_grad()
-def register_origin(module: TestCaseModule, seed: int, origin_class: int | None, target: int | None) -> None:
+def register_origin(module: TestCaseModule, seed: int, origin_class: int | None, target: int | None,
+                    target_rank: int = 0) -> None:
     """Move ``module.generator`` and ``module.sut`` to the module's device and register the case's buffers:
 
     - ``condition`` (a plain attribute): what the generator conditions on, the one the campaign gave, else
@@ -17,7 +18,8 @@ def register_origin(module: TestCaseModule, seed: int, origin_class: int | None,
     - ``origin_image (1, C, H, W)``: the image the campaign sampled when it validated the origin
       (:meth:`TestCaseModule.provide_origin`), else sampled here for ``origin_class``;
     - ``origin_output``: the SUT on it (not counted as an evaluation, for every method alike);
-    - ``target (1,)``: explicit, or the SUT task's default target;
+    - ``target (1,)``: explicit, or the SUT task's candidate ``target_rank`` (:meth:`SUT.target_candidates`,
+      counted round: 0 is its default target, a classifier's second most likely class; 1 the third; ...);
     - ``objective``: what the behaviour loss pulls toward, fixed once from the origin (``SUT.objective_labels``).
     """
     generator, sut = module.generator, module.sut
@@ -35,7 +37,8 @@ def register_origin(module: TestCaseModule, seed: int, origin_class: int | None,
     module.register_buffer("origin_image", origin, persistent=False)
     module.register_buffer("origin_output", sut(module.origin_image), persistent=False)
     if target is None:
-        chosen = sut.default_target(module.origin_output, origin_class)
+        candidates = sut.target_candidates(module.origin_output, origin_class)
+        chosen = candidates[..., target_rank % candidates.shape[-1]]
     else:
         chosen = torch.full(module.origin_output.shape[:1], target, dtype=torch.long, device=device)
     module.register_buffer("target", chosen, persistent=False)

@@ -109,6 +109,11 @@ class SUT(nn.Module):
         """The target of a case ``(B,)`` when none is configured; ``condition`` is the case's class."""
         raise NotImplementedError
 
+    def target_candidates(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """The targets a case may aim at, first to last ``(B, N)``: a search that misses its target may aim at the
+        next (HyNeA's later runs). Column 0 is :meth:`default_target`; a task with one natural target has ``N = 1``."""
+        return self.default_target(origin_output, condition).unsqueeze(-1)
+
     def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """What the behaviour loss pulls toward, fixed once from the origin (classes, BCE targets, ...)."""
         raise NotImplementedError

@@ -40,7 +40,12 @@ class ClassifierSUT(SUT):
 
     def default_target(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
         """The origin's second most likely class ``(B,)`` (the case's class is the one to leave)."""
-        return origin_output.topk(2, dim=-1).indices[..., 1]
+        return self.target_candidates(origin_output, condition)[..., 0]
+
+    def target_candidates(self, origin_output: torch.Tensor, condition: int | None = None) -> torch.Tensor:
+        """Every class but the origin's, most likely first ``(B, K - 1)``: the second most likely class, then the
+        third, ..."""
+        return origin_output.topk(origin_output.shape[-1], dim=-1).indices[..., 1:]
 
     def objective_labels(self, origin_output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """The target classes ``(B,)``."""
