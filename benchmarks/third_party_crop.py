@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the third-party model lives with the 
 
 from third_party_mnist import MNIST_MEAN, MNIST_STD, Digit28CNN, crop28, train_digit28  # noqa: E402
 
+from hynea_pl.campaign.config import parse_config  # noqa: E402
 from hynea_pl.cli import main  # noqa: E402
 from hynea_pl.images import load_image  # noqa: E402
 
@@ -71,7 +72,7 @@ def main_(argv: list[str] | None = None) -> int:
     model.eval()
     rows = []
     for way in PREPROCESS:
-        config = yaml.safe_load((REPO / "configs" / "mnist.yaml").read_text())
+        config = yaml.safe_load(parse_config(["--config", str(REPO / "configs" / "mnist.yaml")]).dump())
         config["sut"] = sut_section(weights, way)
         path = options.out / f"{way}.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -23,10 +23,10 @@ from tiny_zoo import install
 #: method -> (config, extra arguments); every run uses the fixed tiny zoo, classes 1 and 2, one case each (the tiny
 #: StyleGAN draws 7, 8 and 9 alike for every style, so a search among them ranks rounding errors)
 METHODS: dict[str, tuple[str, ...]] = {
-    # two views a step (3 SUT evaluations) and 6 steps a run, so that three runs fit the budget of 60
+    # 6 steps a run and a budget of 18: a case that finds nothing runs three times, each at its next target
     "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny",
               "--model.init_args.acceptance.init_args.profile", "tiny", "--trainer.max_steps", "6",
-              "--model.init_args.views.count", "2"),
+              "--budget.max_evals", "18"),
     "hynea-paper": ("configs/mnist.yaml", *PAPER_HYNEA, "--trainer.max_steps", "8"),
     "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
     "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),

@@ -101,22 +101,49 @@ def records(run) -> list[dict]:
 
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_a_run_without_an_accepted_result_restarts_and_the_budget_holds_across_runs(batch_size, tiny_zoo, tmp_path):
-    """The tiny SUT does not flip in 3 steps: every run ends without a result, so each case runs again at half the
-    learning rates until its 49 evaluations are spent (3 + 3 + 1 steps of 7: the image and its six views). In a batch
-    a case's next run takes the next free slot."""
+    """The tiny SUT does not flip in 3 steps: every run ends without a result, so each case runs again, aimed at the
+    origin's next most likely class, until its 7 evaluations are spent (3 + 3 + 1 steps of one evaluation); with
+    ``retry_lr_scale`` 0.5 each run also halves the learning rates. In a batch a case's next run takes the next free
+    slot."""
     campaign = Campaign.from_config(parse_config(attempts_args(
-        tmp_path, "restarts", "--model.init_args.attempts", "4", "--budget.max_evals", "49",
-        "--cases.batch_size", str(batch_size))))
+        tmp_path, "restarts", "--model.init_args.attempts", "4", "--budget.max_evals", "7",
+        "--model.init_args.retry_lr_scale", "0.5", "--cases.batch_size", str(batch_size))))
     run_campaign(campaign)
     for record in records(tmp_path / "restarts"):
-        assert record["error"] is None and record["sut_evals"] == 49 and record["steps"] == 7
+        assert record["error"] is None and record["sut_evals"] == 7 and record["steps"] == 7
         attempts = record["diagnostics"]["attempts"]
         assert [a["attempt"] for a in attempts] == [0, 1, 2]
-        assert [a["sut_evals"] for a in attempts] == [21, 21, 7]
+        assert [a["sut_evals"] for a in attempts] == [3, 3, 1]
         assert [a["stop_reason"] for a in attempts] == ["max_steps", "max_steps", "budget"]
+        ranked = sorted(range(10), key=lambda k: -record["origin_pred"][k])
+        assert [a["target"] for a in attempts] == ranked[1:4], "the second, third, fourth most likely class"
         lr = [a["lr_max"] for a in attempts]
         assert lr[1] == pytest.approx(lr[0] / 2) and lr[2] == pytest.approx(lr[0] / 4)
         assert not any(a["found"] for a in attempts)
+
+
+def test_without_retarget_every_run_aims_at_the_same_class(tiny_zoo, tmp_path):
+    campaign = Campaign.from_config(parse_config(attempts_args(
+        tmp_path, "same", "--model.init_args.attempts", "3", "--budget.max_evals", "6",
+        "--model.init_args.retarget", "false", "--cases.classes", "[1]")))
+    run_campaign(campaign)
+    (record,) = records(tmp_path / "same")
+    targets = [a["target"] for a in record["diagnostics"]["attempts"]]
+    assert targets == [targets[0]] * 2 and [a["lr_max"] for a in record["diagnostics"]["attempts"]][0] > 0
+
+
+def test_runs_go_on_until_the_budget_is_spent_when_attempts_is_null(tiny_zoo, tmp_path):
+    """``attempts: null``: the budget alone ends a case that finds nothing; past the last candidate the targets
+    come round again."""
+    campaign = Campaign.from_config(parse_config(attempts_args(
+        tmp_path, "budget", "--model.init_args.attempts", "null", "--trainer.max_steps", "1",
+        "--budget.max_evals", "11", "--cases.classes", "[1]")))
+    run_campaign(campaign)
+    (record,) = records(tmp_path / "budget")
+    attempts = record["diagnostics"]["attempts"]
+    assert record["sut_evals"] == 11 and len(attempts) == 11
+    targets = [a["target"] for a in attempts]
+    assert len(set(targets[:9])) == 9 and targets[9:] == targets[:2]
 
 
 def test_a_found_result_ends_the_case_without_another_run(tiny_zoo, tmp_path):
@@ -130,7 +157,7 @@ def test_a_found_result_ends_the_case_without_another_run(tiny_zoo, tmp_path):
     assert found, "the nearest-centroid SUT reaches its target within 8 steps at lr 0.1"
     for record in found:
         assert record["flipped"] and "attempts" not in record["diagnostics"] and record["steps"] <= 8
-        assert record["sut_evals"] == 7 * record["steps"]
+        assert record["sut_evals"] == record["steps"]
 
 
 class Tagged(nn.Module):
@@ -171,4 +198,6 @@ def test_the_paper_overlay_drops_what_the_default_adds():
     assert config.output.method == "hynea-paper"
     default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
     assert default.acceptance is not None and default.attempts > 1 and default.stop_margin_ratio > 0
-    assert default.views.count > 0
+    assert default.views is None and default.retarget  # one SUT evaluation a step; each run a fresh target
+    views = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/hynea_views.yaml"]).config
+    assert views.model.init_args.views.count == 6 and views.output.method == "hynea-views"

@@ -20,8 +20,8 @@ from hynea_pl.cli import main
 
 
 def fit_args(root: Path, name: str, *extra: str) -> list[str]:
-    """HyNeA on the tiny zoo (classes 1 and 7, one case each, 3 steps of 7 evaluations, budget 21) into ``root/name``."""
-    return [*tiny_fit_args("hynea", root, budget=21, max_steps=3), "--model.init_args.reference.init_args.profile",
+    """HyNeA on the tiny zoo (classes 1 and 7, one case each, one run of 3 steps of one evaluation) into ``root/name``."""
+    return [*tiny_fit_args("hynea", root, budget=3, max_steps=3), "--model.init_args.reference.init_args.profile",
             "tiny", "--model.init_args.save_adapters", "true", "--output.name", name, *extra]
 
 

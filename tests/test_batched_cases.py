@@ -35,7 +35,7 @@ FAST = (*PAPER_HYNEA, "--model.init_args.stop_on", "flip",
         "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01",
         "--model.init_args.save_adapters", "true")
 #: the shipped config (steered by the reference: its views, its stop rule; the stop margin; the acceptance test; a
-#: case without an accepted result runs again)
+#: case without an accepted result runs again, aimed at its next target)
 SHIPPED = ()
 
 

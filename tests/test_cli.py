@@ -17,8 +17,8 @@ SUMMARY_KEYS = {"n_cases", "misclassification_rate", "escape_ratio", "median_sut
 
 
 def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
-    """configs/mnist.yaml pointed at the tiny zoo: 2 classes x 1 case, 3 steps of 7 SUT evaluations (the image and its
-    six views), 4 sampling steps."""
+    """configs/mnist.yaml pointed at the tiny zoo: 2 classes x 1 case, one run of 3 steps of one SUT evaluation (the
+    budget pays for no second run), 4 sampling steps."""
     return [
         "fit", "--config", "configs/mnist.yaml",
         "--generator.init_args.pretrained", "zoo://tiny/ldm",
@@ -26,11 +26,12 @@ def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
         "--sut.init_args.weights", "zoo://tiny/sut",
         "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32",
-        "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny", "--model.init_args.reference.init_args.profile", "tiny",
+        "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
+        "--model.init_args.reference.init_args.profile", "tiny",
         "--model.init_args.acceptance.init_args.profile", "tiny",
         "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
-        "--trainer.max_steps", "3", "--budget.max_evals", "21",
+        "--trainer.max_steps", "3", "--budget.max_evals", "3",
         "--output.root", str(root), "--output.name", name, *extra,
     ]
 
@@ -53,7 +54,7 @@ def test_fit_end_to_end_writes_records_images_and_summary(tiny_zoo, tmp_path, no
     for record in records:
         assert RECORD_KEYS <= record.keys()
         assert record["method"] == "hynea" and record["task"] == "multiclass" and record["error"] is None
-        assert 1 <= record["steps"] <= 3 and record["sut_evals"] == 7 * record["steps"]
+        assert 1 <= record["steps"] <= 3 and record["sut_evals"] == record["steps"]
         assert len(record["origin_pred"]) == 10 and len(record["result_pred"]) == 10
         assert 0.0 <= record["ms_ssim"] <= 1.0
         for key in ("origin_image", "result_image", "diff_image"):
@@ -132,10 +133,19 @@ def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):
 
 def test_wrong_key_inside_a_config_file_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(Path("configs/mnist.yaml").read_text().replace("lr_max:", "lr_maxx:"))
-    assert main(["fit", "--config", str(bad)]) == 2
+    bad.write_text(Path("configs/methods/hynea.yaml").read_text().replace("lr_max:", "lr_maxx:"))
+    assert main(["fit", "--config", "configs/mnist.yaml", "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "lr_maxx" in err
+
+
+def test_a_copied_config_without_the_file_it_reads_says_what_to_do(tmp_path, capsys):
+    """configs/mnist.yaml reads methods/hynea.yaml beside it: a copy elsewhere without it is one line that says so."""
+    copy = tmp_path / "my_mnist.yaml"
+    copy.write_text(Path("configs/mnist.yaml").read_text())
+    assert main(["fit", "--config", str(copy)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "methods/hynea.yaml" in err and "relative to" in err
 
 
 def test_missing_sut_checkpoint_is_a_one_line_error_naming_it(tmp_path, capsys, tiny_zoo):

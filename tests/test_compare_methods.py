@@ -108,6 +108,14 @@ def test_an_unfinished_run_is_resumed(bench, tmp_path, monkeypatch, capsys):
     assert "not every case has run yet: sinvad" in capsys.readouterr().out
 
 
-def test_a_bad_cap_is_one_line(bench):
-    with pytest.raises(SystemExit, match="--cap takes METHOD=N"):
-        bench.main(["--cap", "nonsense=3", "--no-run"])
+@pytest.mark.parametrize(("args", "says"), [
+    (["--cap", "nonsense=3"], "--cap takes METHOD=N"),
+    (["--cap", "sinvad=x"], "--cap takes METHOD=N"),
+    (["--suites", "nope"], "argument --suites: invalid choice: 'nope'"),
+    (["--methods", "nope"], "argument --methods: invalid choice: 'nope'"),
+    (["--jobs", "two"], "argument --jobs: invalid int value"),
+])
+def test_a_bad_argument_is_one_line(bench, args, says, capsys):
+    assert bench.main([*args, "--no-run"]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and len(captured.err.strip().splitlines()) == 1 and not captured.out

@@ -108,7 +108,6 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
         "--cases.images", images, "--cases.inversion", '{"fixed_point_iterations": 2}',
         "--cases.classes", json.dumps(list(classes)), "--cases.n_per_class", "1",
         "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "10",
-        "--model.init_args.views", "null",  # one SUT evaluation a step, so that a small budget pays for the steps
         "--output.root", str(root), *extra,
     ]
 

@@ -44,7 +44,7 @@ init_args:
 
 def third_party_config(tmp_path: Path, weights: str | None, preprocess: str = CROP_PIPELINE) -> Path:
     """configs/mnist.yaml with its SUT replaced by the 28 px third-party model and ``preprocess`` (YAML)."""
-    config = yaml.safe_load((REPO / "configs" / "mnist.yaml").read_text())
+    config = yaml.safe_load(parse_config(["--config", str(REPO / "configs" / "mnist.yaml")]).dump())
     config["sut"] = {"class_path": "hynea_pl.suts.ClassifierSUT",
                      "init_args": {"model": {"class_path": "third_party_mnist.Digit28CNN"}, "weights": weights,
                                    "preprocess": yaml.safe_load(preprocess)}}

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from method_runs import tiny_fit_args
 
+from hynea_pl.campaign.config import parse_config
 from hynea_pl.errors import CampaignFailed
 from hynea_pl.campaign.sweep import LR_GRIDS, LRSetting, parse_grid, run_sweep, task_of_config
 from hynea_pl.cli import main
@@ -32,8 +33,8 @@ def test_celeba_and_driving_grids_have_nine_increasing_settings_with_the_picked_
 
 def test_the_mnist_grid_holds_the_configs_default_and_names_its_run_folders():
     grid = parse_grid("lr", "configs/mnist.yaml")
-    default = yaml.safe_load(Path("configs/mnist.yaml").read_text())["model"]["init_args"]
-    assert LRSetting(default["lr_min"], default["lr_max"]) in grid
+    default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
+    assert LRSetting(default.lr_min, default.lr_max) in grid
     assert [s.name for s in grid] == ["lr_0.0001_0.001", "lr_0.0003_0.003", "lr_0.001_0.01"]
     assert LRSetting(3e-8, 3e-6).name == "lr_3e-08_3e-06"
 

@@ -159,7 +159,8 @@ def parse_config(args: list[str] | Namespace | dict) -> FitConfig:
         else:
             config = parser.parse_object(args.as_dict() if isinstance(args, Namespace) else args)
     except ArgumentError as error:
-        raise ArgumentError(None, f"{one_line(error)}{closest_option_hint(str(error))}") from None
+        raise ArgumentError(None, f"{one_line(error)}{closest_option_hint(str(error))}"
+                                  f"{included_file_hint(str(error))}") from None
     apply_profile(config, stated_keys(args) if isinstance(args, list) else None)
     L.seed_everything(config.seed_everything, verbose=False)
     return FitConfig(parser, config)
@@ -190,6 +191,17 @@ def _check_config_files(args: list[str]) -> None:
             what = "empty" if content is None else f"a {type(content).__name__}"
             raise ValueError(f"config file {path} is {what}, not a mapping of sections (generator, sut, model, "
                              "cases, budget, trainer, output)")
+
+
+def included_file_hint(message: str) -> str:
+    """What to do when a config's ``config:`` key names a file that is not there: the path is relative to the
+    config's own folder (``configs/mnist.yaml`` reads ``configs/methods/hynea.yaml``), so a copy elsewhere needs it
+    beside it."""
+    if 'Parser key "config": File does not exist' not in message:
+        return ""
+    return ("; a config's 'config:' names a file relative to the config's own folder (configs/mnist.yaml reads "
+            "configs/methods/hynea.yaml): copy configs/methods/ beside your copy, or keep configs/mnist.yaml and "
+            "layer your changes with a second --config")
 
 
 def closest_option_hint(message: str) -> str:
