@@ -1,1 +1,2 @@
-"""Baseline test-input generators (GIFTbench, SINVAD, Mimicry, truncation probes) on hynea_pl's framework."""
+"""Baseline test-input generators (GIFTbench, SINVAD, Mimicry, truncation probes, cfg-first-flip) on hynea_pl's
+framework, and ``natural``, a reference row that generates nothing (real images read until the SUT misreads one)."""
