@@ -13,12 +13,15 @@ Suites: ``mnist`` starts every method from the zoo's generated origins (``--case
 class; the GAN methods from the GAN's image of the same seed); ``real`` starts them from the zoo's held-out real
 digits (from index 9000, as ``configs/mnist_real.yaml``). ``--cap METHOD=N`` runs a method on its first N cases only,
 one per class first (c0-0, c1-0, ..., c9-0, c0-1, ...): the genetic searches over the LDM spend minutes a case
-(GIFTbench: 5 cases of the low setting, 10 of the high one, 5 of the high one from real digits).
+(GIFTbench: 5 cases of the low setting, 10 of the high one, 5 of the high one from real digits). ``natural``
+(``real`` only) generates nothing: it reads held-out real digits of the case's class until the SUT misreads one, the
+cost of finding failures in more real data (``configs/mnist_natural.yaml``).
 
 The printed table's rates are over **all cases of the row** (its ``cases`` column): ``flip`` counts flips,
 ``valid`` valid failures (the verdict accepts a result the method accepted), ``stable`` valid failures that hold on
-every stability variant. ``median evals`` is over the flipped cases and over all cases; ``evals / valid`` and
-``evals / stable`` divide the SUT evaluations of all cases by the valid (stable valid) failures; ``ended early``
+every stability variant. ``median evals`` is over the flipped cases and over all cases, ``mean evals`` over all cases;
+``evals / valid`` and ``evals / stable`` divide the SUT evaluations of all cases by the valid (stable valid) failures;
+``ended early``
 counts the cases that stopped on the method's own rule or step limit before flipping or spending the budget;
 ``wall / case`` is the mean of the cases' own run time. The ratio table divides each method's ``evals / valid``
 (``evals / stable``) by HyNeA's: how many times more SUT evaluations the method spends per failure; a method that
@@ -88,12 +91,14 @@ METHODS: tuple[Method, ...] = (
            what="truncation probe, adaptive psi"),
     Method("truncation-stylemix", ("configs/mnist_truncation_stylemix.yaml",), suites=("mnist",),
            what="truncation-assisted style mixing"),
+    Method("natural", ("configs/mnist_natural.yaml",), suites=("real",),
+           what="no generation: held-out real digits of the class (9000-9999) read until the SUT misreads one"),
 )
 SUITES = ("mnist", "real")
 #: printed columns: (header, metrics key or callable of the row)
 PRINTED = ("method", "cases", "flip", "valid", "stable", "degraded", "semantic", "ambiguous", "unaccepted",
-           "median evals (flipped)", "median evals (all)", "evals / valid", "evals / stable", "ended early",
-           "median MS-SSIM", "wall / case (s)")
+           "median evals (flipped)", "median evals (all)", "mean evals (all)", "evals / valid", "evals / stable",
+           "ended early", "median MS-SSIM", "wall / case (s)")
 
 
 @dataclass
@@ -177,7 +182,8 @@ def printed_cells(row: dict[str, Any], to_real: bool = False) -> list[str]:
     return [row["method"], fmt(row["n_cases"]), fmt(row["flip_rate"]), fmt(row["valid_failure_rate"]),
             fmt(stable), fmt(row["degraded_rate"]), fmt(row["semantic_change_rate"]),
             fmt(row["ambiguous_rate"]), fmt(row["unaccepted_rate"]), fmt(row["median_sut_evals_flipped"], 1),
-            fmt(row["median_sut_evals_all"], 1), fmt(row["sut_evals_per_valid_failure"], 1),
+            fmt(row["median_sut_evals_all"], 1), fmt(row["mean_sut_evals_all"], 1),
+            fmt(row["sut_evals_per_valid_failure"], 1),
             fmt(row["sut_evals_per_stable_failure"], 1), fmt(row["ended_before_budget_rate"]),
             fmt(row["median_ms_ssim"]), fmt(row["mean_runtime_s"], 1),
             *([fmt(row["median_ms_ssim_to_real"])] if to_real else [])]
@@ -234,15 +240,26 @@ def parse_caps(values: Sequence[str]) -> dict[str, int | None]:
     caps: dict[str, int | None] = {}
     for value in values:
         name, sep, number = value.partition("=")
-        if not sep or name not in {m.name for m in METHODS}:
-            raise SystemExit(f"error: --cap takes METHOD=N with a method of {[m.name for m in METHODS]}; got {value!r}")
+        if not sep or name not in {m.name for m in METHODS} or not (number.isdigit() or number in ("all", "none")):
+            raise ValueError(f"--cap takes METHOD=N with a method of {[m.name for m in METHODS]}; got {value!r}")
         caps[name] = None if number in ("all", "none") else int(number)
     return caps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Run what is missing and print the tables; a bad argument is one line on stderr (exit 2), as ``fit``'s."""
+    try:
+        return compare(argv)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def compare(argv: Sequence[str] | None = None) -> int:
+    from hynea_pl.cli import OneLineParser
+
+    parser = OneLineParser(prog="benchmarks/compare_methods.py", description=__doc__.split("\n\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--suites", nargs="+", choices=SUITES, default=list(SUITES))
     parser.add_argument("--methods", nargs="+", choices=[m.name for m in METHODS], default=None,
                         help="default: every method of each suite")
