@@ -132,11 +132,11 @@ def test_without_retarget_every_run_aims_at_the_same_class(tiny_zoo, tmp_path):
     assert targets == [targets[0]] * 2 and [a["lr_max"] for a in record["diagnostics"]["attempts"]][0] > 0
 
 
-def test_runs_go_on_until_the_budget_is_spent_when_attempts_is_null(tiny_zoo, tmp_path):
-    """``attempts: null``: the budget alone ends a case that finds nothing; past the last candidate the targets
-    come round again."""
+def test_the_budget_ends_the_runs_and_the_targets_come_round_again(tiny_zoo, tmp_path):
+    """More runs allowed than the budget pays for: the budget ends a case that finds nothing; past the last
+    candidate the targets come round again."""
     campaign = Campaign.from_config(parse_config(attempts_args(
-        tmp_path, "budget", "--model.init_args.attempts", "null", "--trainer.max_steps", "1",
+        tmp_path, "budget", "--model.init_args.attempts", "50", "--trainer.max_steps", "1",
         "--budget.max_evals", "11", "--cases.classes", "[1]")))
     run_campaign(campaign)
     (record,) = records(tmp_path / "budget")

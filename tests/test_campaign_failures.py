@@ -40,8 +40,9 @@ def test_flipped_means_the_decision_left_the_origin_for_every_method(method, tin
     assert (record.origin_label, record.target, record.result_label) == (0, 1, 2)
     assert record.flipped and not record.target_reached
     if method == "hynea":  # HyNeA searches for its target: a flip to a third class does not stop it, nor end its
-        attempts = record.diagnostics["attempts"]  # runs, and the kept result is a flip
-        assert record.steps == 9 and [a["steps"] for a in attempts] == [3, 3, 3]
+        attempts = record.diagnostics["attempts"]  # runs (one at each other class), and the kept result is a flip
+        assert record.steps == 27 and [a["steps"] for a in attempts] == [3] * 9
+        assert attempts[0]["target"] == 1 and len({a["target"] for a in attempts}) > 1
     else:  # the untargeted searches stop at their first flip
         assert record.steps == 1
 

@@ -196,7 +196,7 @@ def test_each_run_aims_at_the_origins_next_most_likely_class():
     """Run ``n`` of a case aims at the SUT's ``n + 2``-th most likely class on the origin (round again after the
     last); with ``retarget`` off, or an explicit target, every run aims at the same class."""
     def target(**kwargs) -> int:
-        case = make_case(attempts=None, **kwargs)
+        case = make_case(attempts=10, **kwargs)
         case.setup("fit")
         return int(case.target[0])
 

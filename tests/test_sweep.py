@@ -82,7 +82,7 @@ def test_sweep_command_errors_are_one_line(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_two_point_sweep_on_the_tiny_zoo_writes_and_resumes_a_run_per_setting(tiny_zoo, tmp_path, capsys):
-    args = tiny_fit_args("hynea", tmp_path, budget=14, max_steps=2, classes=(1,))
+    args = tiny_fit_args("hynea", tmp_path, budget=2, max_steps=2, classes=(1,))
     config = args[args.index("--config") + 1]
     root = args.index("--output.root")
     overrides = args[args.index("--config") + 2:root] + args[root + 2:]

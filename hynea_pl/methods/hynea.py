@@ -81,9 +81,10 @@ class HyNeACase(TestCaseModule):
             models and data no judge uses): a step counts as found only when it accepts the image as a member of the
             origin's class (a blob, a faded or a smeared digit is refused), so the search goes on past a rejected
             flip.
-        attempts: how many runs a case may make within its budget (``None``: until the budget is spent): a run
-            that ends without a found result is followed by a fresh HyperNet aimed at the next target (the case loop
-            starts it, :func:`hynea_pl.campaign.runner.run_case`); the record keeps every run's target and evaluations.
+        attempts: how many runs a case may make within its budget (the budget ends a case first when it cannot pay
+            for one more step): a run that ends without a found result is followed by a fresh HyperNet aimed at the
+            next target (the case loop starts it, :func:`hynea_pl.campaign.runner.run_case`); the record keeps every
+            run's target and evaluations.
         retarget: with no explicit ``target``, run ``n`` aims at the SUT's candidate target ``n``
             (:meth:`SUT.target_candidates`: a classifier's second most likely class on the origin, then the third,
             ..., round again after the last); ``False``: every run aims at the first.
@@ -127,7 +128,7 @@ class HyNeACase(TestCaseModule):
         reference_views: bool = False,
         views: SearchViews | None = None,
         acceptance: AcceptanceTest | None = None,
-        attempts: PositiveInt | None = 1,
+        attempts: PositiveInt = 1,
         retarget: bool = True,
         retry_lr_scale: PositiveFloat = 1.0,
         attempt: NonNegativeInt = 0,
@@ -141,8 +142,8 @@ class HyNeACase(TestCaseModule):
             raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
         if stop_margin < 0 or stop_margin_ratio < 0:
             raise ValueError(f"stop_margin and stop_margin_ratio must be >= 0, got {stop_margin}, {stop_margin_ratio}")
-        if (attempts is not None and attempts < 1) or not 0 <= attempt < (attempts or attempt + 1):
-            raise ValueError(f"attempts must be >= 1 (or null) and attempt in 0..attempts-1, got {attempts}, {attempt}")
+        if attempts < 1 or not 0 <= attempt < attempts:
+            raise ValueError(f"attempts must be >= 1 and attempt in 0..attempts-1, got {attempts}, {attempt}")
         if not 0 < retry_lr_scale <= 1:
             raise ValueError(f"retry_lr_scale must be in (0, 1], got {retry_lr_scale}")
         self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance", "views"])
@@ -200,7 +201,7 @@ class HyNeACase(TestCaseModule):
         when this one ended without a found result and runs are left; ``None`` otherwise. The case loop also ends
         the case when its budget cannot pay one more step."""
         hp = self.hparams
-        if self.result.found or not self.has_origin or (hp.attempts is not None and hp.attempt + 1 >= hp.attempts):
+        if self.result.found or not self.has_origin or hp.attempt + 1 >= hp.attempts:
             return None
         return {"attempt": hp.attempt + 1}
 
