@@ -31,10 +31,10 @@ HYNEA = "--model.init_args."
 
 #: name -> (what it tries, fit arguments after ``--config configs/mnist.yaml``)
 SETTINGS: dict[str, tuple[str, list[str]]] = {
-    "default": ("configs/mnist.yaml as shipped: one SUT evaluation a step, the frozen denoiser's own loss on the "
-                "adapted latents as a realism prior (weight 1), up to 9 runs of 50 steps, each run aimed at the "
-                "origin's next most likely class", []),
-    "no-prior": ("the default without the realism prior (prior_weight 0)", [f"{HYNEA}prior_weight", "0"]),
+    "default": ("configs/mnist.yaml as shipped: one SUT evaluation a step, up to 9 runs of 50 steps, each run aimed at "
+                "the origin's next most likely class", []),
+    "prior": ("the default with the frozen denoiser's own loss on the adapted latents as a realism prior (weight 1)",
+              [f"{HYNEA}prior_weight", "1"]),
     "same-target": ("3 runs, every run at the second most likely class, each at half the previous learning rates",
                     [f"{HYNEA}attempts", "3", f"{HYNEA}retarget", "false", f"{HYNEA}retry_lr_scale", "0.5"]),
     "retarget-3": ("3 runs, each aimed at the next most likely class", [f"{HYNEA}attempts", "3"]),
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1000, help="first case seed (never 0 or 7000, the reported ones)")
     parser.add_argument("--cases-per-class", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--settings", nargs="+", default=["default", "no-prior"], choices=list(SETTINGS))
+    parser.add_argument("--settings", nargs="+", default=["default", "prior"], choices=list(SETTINGS))
     parser.add_argument("--out", type=Path, default=Path("runs/tradeoff"))
     parser.add_argument("--markdown", action="store_true", help="print the rows as a markdown table")
     parser.add_argument("--plot", type=Path, help="save valid-failure rate against mean SUT evaluations as a PNG")

@@ -199,6 +199,5 @@ def test_the_paper_overlay_drops_what_the_default_adds():
     default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
     assert default.acceptance is not None and default.attempts > 1 and default.stop_margin_ratio > 0
     assert default.views is None and default.retarget  # one SUT evaluation a step; each run a fresh target
-    assert default.prior_weight > 0
     views = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/hynea_views.yaml"]).config
     assert views.model.init_args.views.count == 6 and views.output.method == "hynea-views"
