@@ -134,19 +134,6 @@ class NaturalCase(TestCaseModule):
         self._best_margin = math.inf
         self._ready = False
 
-    # The case coordinates, as the other baselines keep them.
-    @property
-    def seed(self) -> int:
-        return int(self.hparams.seed)
-
-    @property
-    def origin_class(self) -> int | None:
-        return self.hparams.origin_class
-
-    @property
-    def target_class(self) -> int | None:
-        return self.hparams.get("target")
-
     @property
     def evals_per_step(self) -> int:
         """The next batch: ``batch_size`` images, fewer at the end of the order."""

@@ -159,19 +159,6 @@ class PopulationSearchCase(TestCaseModule):
         self.setup_search()
         self._origin_ready = True
 
-    # The three case coordinates are plain attributes (subclasses' hparams carry them too).
-    @property
-    def seed(self) -> int:
-        return int(self.hparams.seed)
-
-    @property
-    def origin_class(self) -> int | None:
-        return self.hparams.origin_class
-
-    @property
-    def target_class(self) -> int | None:
-        return self.hparams.get("target")
-
     def train_dataloader(self) -> DataLoader:
         """No data: each training step is one generation."""
         return DataLoader(range(self.trainer.max_steps if self.trainer.max_steps > 0 else 1), batch_size=None)

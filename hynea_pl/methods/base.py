@@ -110,6 +110,19 @@ class TestCaseModule(L.LightningModule):
     generator: Generator
     sut: SUT
 
+    # --- the case's coordinates, from the hyperparameters every method saves -----------------------------------
+    @property
+    def seed(self) -> int:
+        return int(self.hparams.seed)
+
+    @property
+    def origin_class(self) -> int | None:
+        return self.hparams.origin_class
+
+    @property
+    def target_class(self) -> int | None:
+        return self.hparams.get("target")
+
     @classmethod
     def display_name(cls, init_args: dict[str, Any]) -> str:
         """The method name a module built with ``init_args`` will carry (before building it)."""
