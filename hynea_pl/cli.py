@@ -24,7 +24,10 @@ USAGE = """usage: python -m hynea_pl [--debug] <command> [options]
 commands:
   fit --config CONFIG.yaml [--section.option VALUE ...]   run a campaign of test cases (see fit --help)
   zoo build [--profile full|tiny] [--extras all|none|A,B] build the embedded MNIST zoo (cached), then on-demand
-                                                          extras (default: stylegan, which the MNIST GAN configs use)
+                                                          extras (default: stylegan, which the MNIST GAN configs use);
+                                                          installed from the released weights, nothing trained
+  zoo build --rebuild [zoo,EXTRA]                         train the base zoo (zoo) or extras again, gates beside the
+                                                          released ones'
   zoo build --data PATH --name NAME [--size S] [--channels C] [--base full|tiny] [--set KEY=VALUE ...]
                                                           a zoo of your own labelled images: zoo://NAME/...
             [--accelerator cpu|gpu|auto]                  either build: where its components train
@@ -89,20 +92,24 @@ def _zoo(args: list[str]) -> int:
     build.add_argument("--accelerator", default="cpu",
                        help="train the components on one device of this kind (Lightning's flag: cpu, gpu, cuda, mps, "
                             "auto; default cpu); the gates are measured on the CPU")
-    build.add_argument("--rebuild", action="store_true",
-                       help="train the profile's base zoo from scratch (not from the released weights or the cache) "
-                            "and compare its gates with the released zoo's")
-    release = sub.add_parser("release", help="(maintainers) ship the cached base zoo of a profile in the package")
+    build.add_argument("--rebuild", nargs="?", const="zoo", metavar="zoo,EXTRA",
+                       help="train again from scratch (not from the released weights or the cache) and compare the "
+                            "gates with the released ones': the base zoo (zoo, the default) and/or extras, a comma "
+                            "list (e.g. --rebuild stylegan)")
+    release = sub.add_parser("release", help="(maintainers) ship the cached zoo of a profile and its extras in the "
+                                             "package")
     release.add_argument("--profile", choices=sorted(PROFILES), default="full")
     options = parser.parse_args(args)
     if options.action == "release":
-        from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
+        from hynea_pl.zoo.registry import BASE_ZOO, build_component, cache_folders
         from hynea_pl.zoo.released import RELEASED
         from hynea_pl.zoo.released import release as write_release
 
         build_zoo(options.profile, verbose=False)
-        names = write_release(cache_folders(options.profile, [BASE_ZOO]))
-        print(f"released {len(names)} folders of the {options.profile} zoo into {RELEASED}")
+        for name in extra_names():
+            build_component(options.profile, name, verbose=False)
+        names = write_release(cache_folders(options.profile, [BASE_ZOO, *extra_names()]))
+        print(f"released {len(names)} folders of the {options.profile} zoo and its extras into {RELEASED}")
         return 0
     if options.data is None and (options.name or options.set or options.labels_csv):
         raise ValueError("--name, --set and --labels-csv go with --data PATH (a profile of your own images)")
@@ -120,18 +127,28 @@ def _zoo_build(options: argparse.Namespace) -> int:
     from hynea_pl.zoo.quality import quality_table
     from hynea_pl.zoo.registry import build_component, extra_names, get_component
 
-    if options.rebuild:
+    def names(text: str) -> list[str]:
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+    extras = options.extras or "stylegan"
+    wanted = {"all": extra_names(), "none": []}.get(extras)
+    wanted = names(extras) if wanted is None else wanted
+    rebuild = names(options.rebuild or "")
+    for name in [*wanted, *(name for name in rebuild if name != "zoo")]:
+        get_component(name)  # an unknown name fails before anything is trained
+    if rebuild:
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
         from hynea_pl.zoo.released import compare_with_released, discard
 
-        discard(cache_folders(options.profile, [BASE_ZOO]))
-        zoo = build_zoo(options.profile, verbose=False, released=False)
-        Console().print(compare_with_released(zoo.manifest_dir))
-    extras = options.extras or "stylegan"
-    wanted = {"all": extra_names(), "none": []}.get(extras)
-    wanted = [n.strip() for n in extras.split(",") if n.strip()] if wanted is None else wanted
-    for name in wanted:
-        get_component(name)  # an unknown name fails before anything is trained
+        for name in rebuild:
+            discard(cache_folders(options.profile, [BASE_ZOO if name == "zoo" else name]))
+            if name == "zoo":
+                Console().print(compare_with_released(build_zoo(options.profile, verbose=False,
+                                                                released=False).manifest_dir))
+            else:
+                built = build_component(options.profile, name, verbose=False, released=False)
+                Console().print(compare_with_released(built.manifest))
+    wanted = list(dict.fromkeys([*wanted, *(name for name in rebuild if name != "zoo")]))
     zoo = build_zoo(options.profile, verbose=False)  # after a rebuild: the rebuilt one
     console = Console()
     console.print(quality_table(options.profile, zoo.quality["gates"]))

@@ -49,6 +49,21 @@ def _three_digit_layout(generator: LayoutSceneGenerator) -> tuple[int, SceneLayo
     raise AssertionError("no three-digit layout in 200 seeds")
 
 
+def test_a_layout_folder_may_name_its_ldm_instead_of_holding_it(generator, tiny_zoo, tmp_path):
+    """What the ``layout_scenes`` extra writes: ``layout.json`` alone, naming the zoo's LDM (no second copy)."""
+    from hynea_pl.zoo.registry import build_component
+
+    folder = tmp_path / "named"
+    folder.mkdir()
+    write_layout_settings(folder, SceneConfig(max_digits=2), ldm="zoo://tiny/ldm")
+    named = LayoutSceneGenerator(pretrained=str(folder))
+    assert named.layout.max_digits == 2 and named.latent_shape[0] == 2 * generator.digit_latent_shape[0]
+    for mine, copied in zip(named.unet.parameters(), generator.unet.parameters(), strict=True):
+        assert torch.equal(mine, copied)
+    entry = build_component("tiny", "layout_scenes", verbose=False).entry  # the tiny zoo's kept entry loads too
+    assert LayoutSceneGenerator(pretrained=str(entry)).layout.max_digits == SceneConfig().max_digits
+
+
 def test_a_gradient_reaches_the_hypernet_and_the_control_through_the_compositing(generator):
     seed, layout = _three_digit_layout(generator)
     assert generator.latent_shape == (3 * generator.digit_latent_shape[0], *generator.digit_latent_shape[1:])

@@ -41,6 +41,9 @@ def _register(monkeypatch, calls: list[str], gates: _Gates = _Gates()) -> None:
         name="dummy", train_configs={"tiny": _Train()}, gate_configs={"tiny": gates}, train=train,
         measure=measure, load=lambda entry: torch.load(entry / "weights.pt"), uri_target="weights.pt",
     ))
+    from hynea_pl.zoo.released import discard
+
+    discard(list(registry.component_paths("tiny", "dummy")))  # the shared tiny cache: each test starts clean
 
 
 def test_extra_builds_once_on_first_use_with_its_own_gates(tiny_zoo, monkeypatch):
@@ -64,10 +67,50 @@ def test_missed_gate_leaves_no_manifest_and_keeps_the_trained_entry(tiny_zoo, mo
     calls: list[str] = []
     _register(monkeypatch, calls, _Gates(min_value=2.0))
     entry, manifest = registry.component_paths("tiny", "dummy")
-    with pytest.raises(ZooQualityError, match="dummy"):
+    with pytest.raises(ZooQualityError, match="dummy") as missed:
         registry.build_component("tiny", "dummy", verbose=False)
     assert is_complete(entry) and not manifest.exists()
     assert not list(entry.parent.glob("*.partial-*"))
+    assert "value 1 < 2" in str(missed.value) and "--rebuild dummy" in str(missed.value)  # says what to do
+
+
+def test_weights_that_missed_their_gates_are_not_measured_again_until_trained_again(tiny_zoo, monkeypatch):
+    calls: list[str] = []
+    _register(monkeypatch, calls, _Gates(min_value=2.0))
+    entry, manifest = registry.component_paths("tiny", "dummy")
+    with pytest.raises(ZooQualityError) as first:
+        registry.build_component("tiny", "dummy", verbose=False)
+    for _ in range(2):  # later uses: the recorded line at once, nothing measured
+        with pytest.raises(ZooQualityError, match="missed its quality gates: value 1 < 2") as again:
+            registry.build_component("tiny", "dummy", verbose=False)
+        assert str(again.value).startswith(str(first.value)) and "measured 20" in str(again.value)
+    assert calls == ["train", "measure"]
+    from hynea_pl.zoo.released import discard
+
+    discard([entry, manifest])  # what --rebuild does: the record goes with the weights
+    with pytest.raises(ZooQualityError):
+        registry.build_component("tiny", "dummy", verbose=False)
+    assert calls == ["train", "measure"] * 2
+
+
+def test_released_gates_are_installed_only_with_the_released_weights(tmp_path, tiny_zoo, monkeypatch):
+    from hynea_pl.zoo import released
+
+    calls: list[str] = []
+    _register(monkeypatch, calls)
+    built = registry.build_component("tiny", "dummy", verbose=False)
+    source = tmp_path / "released"
+    released.release([built.entry, built.manifest], source)
+    monkeypatch.setattr(released, "RELEASED", source)
+    released.discard([built.entry, built.manifest])
+    registry.build_component("tiny", "dummy", verbose=False)  # a fresh cache: installed, not trained
+    assert calls == ["train", "measure"] and released.matches_released(built.entry)
+    # weights trained here under the released name (a rebuild): the released gates do not vouch for them
+    released.discard([built.manifest])
+    torch.save({"value": 3.0}, built.entry / "weights.pt")
+    assert not released.matches_released(built.entry)
+    registry.build_component("tiny", "dummy", verbose=False)
+    assert calls == ["train", "measure", "measure"]
 
 
 def test_key_follows_the_train_config_and_unknown_names_fail(tiny_zoo, monkeypatch):

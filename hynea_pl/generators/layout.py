@@ -35,19 +35,23 @@ LAYOUT_SEED_OFFSET = 1 << 40
 
 
 
-def write_layout_settings(folder: str | Path, cfg: SceneConfig) -> None:
-    """Write ``layout.json`` (the :class:`SceneConfig` fields) into a layout generator's folder."""
+def write_layout_settings(folder: str | Path, cfg: SceneConfig, ldm: str | None = None) -> None:
+    """Write ``layout.json`` (the :class:`SceneConfig` fields) into a layout generator's folder; ``ldm``: where its
+    class-conditional LDM is (a folder or ``zoo://`` location) when it is not in the folder itself."""
     fields = {name: getattr(cfg, name) for name in SceneConfig.__dataclass_fields__}
-    (Path(folder) / LAYOUT_FILE).write_text(json.dumps(fields, indent=2))
+    (Path(folder) / LAYOUT_FILE).write_text(json.dumps({**fields, **({"ldm": ldm} if ldm else {})}, indent=2))
 
 
-def read_layout_settings(folder: str | Path) -> SceneConfig:
-    """The :class:`SceneConfig` of a layout generator's folder (one-line error when it has no ``layout.json``)."""
+def read_layout_settings(folder: str | Path) -> tuple[SceneConfig, str]:
+    """The :class:`SceneConfig` of a layout generator's folder and where its LDM is (the folder itself unless
+    ``layout.json`` names another); a one-line error when it has no ``layout.json``."""
     path = Path(folder) / LAYOUT_FILE
     if not path.is_file():
         raise FileNotFoundError(f"LayoutSceneGenerator: no {LAYOUT_FILE} in '{folder}' (a class-conditional LDM folder "
                                 f"plus {LAYOUT_FILE}; zoo://<profile>/layout_scenes is one)")
-    return SceneConfig(**json.loads(path.read_text()))
+    fields = json.loads(path.read_text())
+    ldm = fields.pop("ldm", None) or str(folder)
+    return SceneConfig(**fields), ldm
 
 
 class LayoutSceneGenerator(ClassConditionalLDM):
@@ -57,7 +61,8 @@ class LayoutSceneGenerator(ClassConditionalLDM):
     Args:
         pretrained: a folder with the class-conditional LDM's ``unet/``, ``vae/``, ``scheduler/``,
             ``class_embedding/`` and ``layout.json`` (the :class:`~hynea_pl.scene_layout.SceneConfig` of the
-            layouts), or ``zoo://<profile>/layout_scenes`` (the MNIST zoo's LDM, gated on the scene SUTs).
+            layouts; its ``ldm`` key, when present, names the LDM's folder or ``zoo://`` location instead), or
+            ``zoo://<profile>/layout_scenes`` (the MNIST zoo's LDM, gated on the scene SUTs).
         num_inference_steps, guidance_scale, eta: the digit LDM's DDIM sampling (as
             :class:`~hynea_pl.generators.ClassConditionalLDM`).
         dtype: weights dtype.
@@ -80,8 +85,8 @@ class LayoutSceneGenerator(ClassConditionalLDM):
         dtype: str = "float32",
         **memory: Any,
     ) -> None:
-        layout = read_layout_settings(resolve_path(pretrained))
-        super().__init__(pretrained, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
+        layout, ldm = read_layout_settings(resolve_path(pretrained))
+        super().__init__(ldm, num_inference_steps=num_inference_steps, guidance_scale=guidance_scale, eta=eta,
                          dtype=dtype, **memory)
         self.layout = layout
 

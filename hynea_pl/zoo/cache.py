@@ -60,6 +60,12 @@ def import_class(class_path: str) -> type:
     return import_object(MOVED_CLASSES.get(class_path, class_path))
 
 
+def missed_record(manifest: Path) -> Path:
+    """Where the gates a build of ``manifest``'s components missed are recorded (beside the manifest folder, which a
+    missed gate never writes): those entries fail at once with the recorded line instead of being measured again."""
+    return manifest.with_name(f"{manifest.name}.missed.json")
+
+
 def is_complete(path: Path) -> bool:
     """Whether ``path`` is a finished entry (its completion marker is written last)."""
     return (path / COMPLETE_MARKER).is_file()

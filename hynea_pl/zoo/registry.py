@@ -70,11 +70,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hynea_pl.zoo import train
-from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, zoo_dir
-from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.errors import one_line
+from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, missed_record, zoo_dir
+from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate, ZooBuildError, ZooQualityError, quality_table
-from hynea_pl.zoo.released import install_released
+from hynea_pl.zoo.released import RELEASED, install_released, matches_released
 
 if TYPE_CHECKING:
     from hynea_pl.zoo.labelled.config import ZooProfile
@@ -335,12 +335,43 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
             advice = component.advice or (lambda name: "")
             missed = "; ".join(f"{g.name} {g.value:.3g} {'<' if g.higher_is_better else '>'} {g.threshold:g}"
                                + (f" ({advice(g.name)})" if advice(g.name) else "") for g in failed)
-            raise ZooQualityError(f"zoo {what} missed its quality gates: {missed}")
+            message = f"zoo {what} missed its quality gates: {missed}. {_after_a_miss(profile, component, built)}"
+            _record_miss(built.manifest, message, quality)
+            raise ZooQualityError(message)
     if not time_gate.passed:
         train.console.print(
             f"[yellow]zoo: warning:[/] {what} built in {build_s:.0f} s, over its {time_gate.threshold:.0f} s "
             f"budget (it passed its gates and is cached)", soft_wrap=True,
         )
+
+
+def _after_a_miss(profile: ZooProfile, component: Component, built: Built) -> str:
+    """What to do after ``built`` missed a gate: the entries are kept and not measured again; how to train again."""
+    if component.is_bundle and all((RELEASED / entry.name).is_dir() for entry in built.entries.values()):
+        again = f"python -m hynea_pl zoo build --profile {profile.name} --rebuild trains them again"
+    elif component.is_bundle:
+        again = "a setting that changes a model (zoo build --set KEY=VALUE) trains that model again"
+    else:
+        again = (f"python -m hynea_pl zoo build --profile {profile.name} --rebuild {component.name} trains it again "
+                 "(training differs with the CPU and the thread count)")
+        if (RELEASED / built.entry.name).is_dir():
+            again += f", or delete {built.entry} to install the released weights"
+    return f"The trained weights stay cached and are not measured again: {again}"
+
+
+def _record_miss(manifest: Path, message: str, quality: dict) -> None:
+    """Write the missed gates of ``manifest``'s entries (:func:`~hynea_pl.zoo.cache.missed_record`), atomically."""
+    record = missed_record(manifest)
+    staging = record.with_name(f"{record.name}.partial")
+    staging.write_text(json.dumps({"error": message, "measured": time.time(), **quality}, indent=2))
+    staging.replace(record)
+
+
+def _recorded_miss(manifest: Path) -> ZooQualityError:
+    """The error a build of ``manifest``'s unchanged entries raised, read back from its record."""
+    record = json.loads(missed_record(manifest).read_text())
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(record["measured"]))
+    return ZooQualityError(f"{record['error']} (measured {when}; record: {missed_record(manifest)})")
 
 
 def cache_folders(profile: ZooProfile | str, names: Iterable[str]) -> list[Path]:
@@ -358,7 +389,8 @@ def cache_folders(profile: ZooProfile | str, names: Iterable[str]) -> list[Path]
 def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, released: bool = True) -> Built:
     """Build what is missing of component ``name`` (a member: of its bundle) and of what it depends on, then measure
     and store its gates. A missing folder the package releases (:mod:`hynea_pl.zoo.released`) is installed, not
-    trained, unless ``released`` is ``False``.
+    trained, unless ``released`` is ``False``; the released gates go only with the released weights. Weights that
+    missed their gates are not measured again: their recorded error is raised until they are trained again.
 
     Prints the quality table after a build when ``verbose`` (always when a gate is missed); nothing when cached.
     Raises :class:`ZooQualityError` on a missed fatal gate, leaving no manifest.
@@ -374,11 +406,18 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, 
     else:
         covered = {name: entry}
     built = Built(name, profile.name, entry, manifest, covered)
-    for path in (*covered.values(), manifest) if released else ():
-        if not is_complete(path):
-            install_released(path)
-    if is_complete(manifest) and all(is_complete(path) for path in covered.values()):
+    if released:
+        installed = {path for path in covered.values() if not is_complete(path) and install_released(path)}
+        # the released gates only with the released weights (not with weights trained here under the same name)
+        if not is_complete(manifest) and all(p in installed or matches_released(p) for p in covered.values()):
+            install_released(manifest)
+    trained = all(is_complete(path) for path in covered.values())
+    if is_complete(manifest) and trained:
         return built
+    if missed_record(manifest).is_file():
+        if trained:  # the same weights missed their gates: say so again, do not measure them again
+            raise _recorded_miss(manifest)
+        missed_record(manifest).unlink()  # weights to train again: measure them when trained
     if component.is_bundle:
         for member in component.depends:
             _train_member(profile, member, covered, verbose, released)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from hynea_pl.zoo.cache import COMPLETE_MARKER, atomic_entry
+from hynea_pl.zoo.cache import COMPLETE_MARKER, atomic_entry, missed_record
 
 #: Where the released cache folders live in the package.
 RELEASED = Path(__file__).parent / "released"
@@ -62,6 +62,21 @@ def install_released(path: Path, source: Path | None = None) -> bool:
     return True
 
 
+def matches_released(path: Path, source: Path | None = None) -> bool:
+    """Whether the cache folder ``path`` holds the released copy of itself, file for file (its sha256s): a folder
+    trained here under the released name (``zoo build --rebuild``) does not."""
+    source = source or RELEASED
+    released = source / path.name
+    if not released.is_dir():
+        return False
+    sums = json.loads((source / SUMS_FILE).read_text())
+    for name, digest in sums.items():
+        folder, _, file = name.partition("/")
+        if folder == path.name and (not (path / file).is_file() or sha256(path / file) != digest):
+            return False
+    return True
+
+
 def release(folders: list[Path], destination: Path | None = None) -> list[str]:
     """Make ``destination`` (default: :data:`RELEASED`) hold exactly the cache folders ``folders`` (complete entries
     and manifests) and their :data:`SUMS_FILE`; returns the released folder names."""
@@ -82,10 +97,11 @@ def release(folders: list[Path], destination: Path | None = None) -> list[str]:
 
 
 def discard(folders: list[Path]) -> None:
-    """Remove the cache folders ``folders`` (a rebuild trains them again)."""
+    """Remove the cache folders ``folders`` and their missed-gate records (a rebuild trains them again)."""
     for folder in folders:
         if folder.exists():
             shutil.rmtree(folder)
+        missed_record(folder).unlink(missing_ok=True)
 
 
 def compare_with_released(manifest: Path, source: Path | None = None) -> Table:
@@ -114,4 +130,4 @@ def _text(value: object) -> str:
 
 
 __all__ = ["RELEASED", "SUMS_FILE", "ReleasedZooError", "compare_with_released", "discard", "install_released",
-           "release", "sha256"]
+           "matches_released", "release", "sha256"]

@@ -1,10 +1,10 @@
 """The ``layout_scenes`` zoo extra: the digit scenes' generator, the MNIST zoo's class-conditional LDM drawing each
 digit of a seeded layout (:class:`~hynea_pl.generators.LayoutSceneGenerator`), gated on the scene SUTs.
 
-Nothing is trained: the entry is the zoo's ``ldm`` folder (``unet/``, ``vae/``, ``scheduler/``,
-``class_embedding/``) plus ``layout.json``, the :class:`~hynea_pl.scene_layout.SceneConfig` the training scenes
-are drawn with, so a scene's layout follows their rules. ``zoo://<profile>/layout_scenes`` resolves to the entry
-folder, what ``LayoutSceneGenerator(pretrained=...)`` loads.
+Nothing is trained: the entry is ``layout.json``, the :class:`~hynea_pl.scene_layout.SceneConfig` the training
+scenes are drawn with, so a scene's layout follows their rules, and the location of the zoo's ``ldm`` it draws with
+(``zoo://<profile>/ldm``; the entry's key names that LDM's folder). ``zoo://<profile>/layout_scenes`` resolves to the
+entry folder, what ``LayoutSceneGenerator(pretrained=...)`` loads.
 
 Gates (fatal where a threshold is given), on ``n_scenes`` scenes sampled from layout seeds no campaign uses
 (:data:`GATE_SEED` on), with the configs' sampling (DDIM, 20 steps, guidance 3):
@@ -23,7 +23,6 @@ Gates (fatal where a threshold is given), on ``n_scenes`` scenes sampled from la
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,13 +76,10 @@ GATE_CONFIGS = {
 
 
 def write_layout_entry(cfg: LayoutScenesConfig, context: BuildContext, out: Path) -> None:
-    """The entry: the profile's ``ldm`` folder copied, plus ``layout.json``."""
+    """The entry: ``layout.json``, naming the profile's ``ldm`` (not copied: the entry's key names its folder)."""
     from hynea_pl.generators.layout import write_layout_settings
 
-    ldm = context.deps["ldm"]
-    for sub in ("unet", "vae", "scheduler", "class_embedding"):
-        shutil.copytree(ldm / sub, out / sub)
-    write_layout_settings(out, cfg.scene)
+    write_layout_settings(out, cfg.scene, ldm=f"zoo://{context.profile.name}/ldm")
 
 
 def load_layout_generator(entry: Path, **settings):
