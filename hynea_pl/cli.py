@@ -34,6 +34,9 @@ commands:
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
+  repair RUN_DIR [RUN_DIR ...] --out DIR [--sut SUT.yaml] [-- FIT_ARGS]
+                                                          fine-tune the SUT on the runs' valid failures (and a
+                                                          control), then measure both against the original
   sweep --config CONFIG.yaml --grid lr [--out DIR] [--section.option VALUE ...]
                                                           the paper's lr sweep (RQ4): a run per lr_min/lr_max
   rate RUN_DIR [RUN_DIR ...] [--port 8000] [--ratings PATH] [--rater NAME]
@@ -416,8 +419,33 @@ def interrupted_line(signal_name: str) -> str:
     return f"interrupted ({signal_name}); {folder.n_kept()} records kept in {folder.path}"
 
 
+def _repair(args: list[str]) -> int:
+    from hynea_pl.repair.command import RepairSettings, repair
+
+    defaults = RepairSettings()
+    own, eval_args = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
+    parser = OneLineParser(prog="python -m hynea_pl repair",
+                           description="Fine-tune a SUT on the valid failures of runs (and, as a control, on as many "
+                                       "real images), then measure the original, the repaired and the control model: "
+                                       "held-out accuracy, the original's natural errors, and a HyNeA campaign "
+                                       "against each. Arguments after -- go to those campaigns' fit.")
+    parser.add_argument("run_dirs", nargs="+", help="run folders whose valid failures repair the SUT")
+    parser.add_argument("--out", required=True, help="the repair's folder (a second call reuses what it holds)")
+    parser.add_argument("--sut", default=None,
+                        help="the SUT as fit --sut takes it (default: the sut section of --eval-config)")
+    parser.add_argument("--profile", default=defaults.profile, help="the zoo profile of the real images")
+    parser.add_argument("--steps", type=int, default=defaults.steps, help="fine-tuning steps at most")
+    parser.add_argument("--eval-config", default=defaults.eval_config, help="the campaign run against each model")
+    parser.add_argument("--eval-seeds", type=int, nargs="*", default=list(defaults.eval_seeds),
+                        help="case seeds of those campaigns (none: no campaign)")
+    options = parser.parse_args(own)
+    repair(options.run_dirs, options.out, sut=options.sut, profile=options.profile, steps=options.steps,
+           eval_config=options.eval_config, eval_seeds=tuple(options.eval_seeds), eval_args=tuple(eval_args))
+    return 0
+
+
 COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay, "report": _report,
-            "sweep": _sweep, "rate": _rate}
+            "sweep": _sweep, "rate": _rate, "repair": _repair}
 
 
 def main(argv: list[str] | None = None) -> int:

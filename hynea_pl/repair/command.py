@@ -1,0 +1,231 @@
+"""``python -m hynea_pl repair RUN_DIR [RUN_DIR ...] [--sut SUT.yaml] --out DIR``: fine-tune the SUT on the runs'
+valid failures and, as a control, on as many real training images drawn at random; then one table of the original,
+the repaired and the control model: accuracy on the real held-out images, the original's natural errors each reads
+right, and a fresh HyNeA campaign against each from case seeds the failures never came from.
+
+``DIR`` holds ``repair.json`` (the arguments), ``original/``, ``repaired/`` and ``control/`` (each a ``sut.yaml``
+that ``fit --sut`` takes; the two fine-tuned ones with ``model.safetensors`` and ``training.json``), ``eval/`` (the
+campaigns) and ``repair.md`` / ``repair.csv``. A second call with the same arguments reuses every model and finished
+campaign; another call into the same ``DIR`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pandas as pd
+import torch
+import yaml
+from rich.console import Console
+from safetensors.torch import save_file
+
+from hynea_pl.repair.failures import Failures, collect_failures
+from hynea_pl.repair.measure import accuracy, natural_errors_read_right, predictions
+from hynea_pl.repair.module import ForgettingStop, RepairModule
+from hynea_pl.campaign.config import quiet_lightning_info
+from hynea_pl.progress import StepProgressBar
+from hynea_pl.report.compare import to_markdown
+from hynea_pl.suts import SUT
+
+console = Console(highlight=False)
+#: the table's models, in its order
+MODELS = ("original", "repaired", "control")
+
+
+@dataclass(frozen=True)
+class RepairSettings:
+    """The fine-tuning (the same for the repair and its control) and the evaluation campaigns."""
+
+    profile: str = "full"  # the zoo profile whose real images are mixed in and measured on
+    steps: int = 400  # at most this many steps
+    check_every: int = 25  # steps between checks of the held-out accuracy (the stop rule)
+    tolerance: float = 0.001  # the held-out accuracy may fall this much below the original's
+    batch_size: int = 64
+    extra_per_batch: int = 16  # failures (control: real images drawn at random) in every batch
+    lr: float = 1e-5
+    val_size: int = 5000  # real images the SUT never saw (the last of the method split), read by the stop rule
+    seed: int = 0
+    eval_config: str = "configs/mnist.yaml"  # the campaign run against each model
+    eval_seeds: tuple[int, ...] = (0, 7000)
+    eval_args: tuple[str, ...] = ()  # more fit arguments for the campaigns, e.g. --cases.n_per_class 1
+    failure_runs: tuple[str, ...] = field(default=())
+    sut: dict[str, Any] = field(default_factory=dict)
+
+
+def read_sut_config(path: str | None, eval_config: str) -> dict[str, Any]:
+    """A SUT's ``{class_path, init_args}``: from ``path`` (that mapping, or a file with a ``sut`` section), or the
+    ``sut`` section of ``eval_config`` (the zoo's SUT for ``configs/mnist.yaml``)."""
+    source = Path(path or eval_config)
+    if not source.is_file():
+        raise FileNotFoundError(f"no SUT file {source}")
+    config = yaml.safe_load(source.read_text()) or {}
+    config = config.get("sut", config) if isinstance(config, dict) else {}
+    if not isinstance(config, dict) or "class_path" not in config:
+        raise ValueError(f"{source} holds no SUT (a class_path and init_args, or a sut section of them)")
+    return {"class_path": config["class_path"], "init_args": dict(config.get("init_args") or {})}
+
+
+def build_sut(config: dict[str, Any]) -> SUT:
+    """The SUT of ``{class_path, init_args}``, as ``fit`` builds it (jsonargparse)."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(SUT, "sut", required=True)
+    return parser.instantiate_classes(parser.parse_object({"sut": config})).sut
+
+
+def as_tensor(images: Any) -> torch.Tensor:
+    """A split's images as one float tensor (a stored split is read whole)."""
+    return images if isinstance(images, torch.Tensor) else images.float()
+
+
+def output_classes(sut: SUT, image: torch.Tensor) -> int:
+    with torch.no_grad():
+        return int(sut(image[None].float()).shape[-1])
+
+
+def check_out(out: Path, settings: RepairSettings) -> None:
+    """Write ``out/repair.json``, or check that the one there holds the same arguments (one line otherwise)."""
+    record = out / "repair.json"
+    wanted = json.loads(json.dumps(asdict(settings)))
+    if record.is_file():
+        if json.loads(record.read_text()) != wanted:
+            raise ValueError(f"{out} already holds a repair of other arguments ({record}): choose another --out")
+        return
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty and holds no repair: choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(wanted, indent=2) + "\n")
+
+
+def write_sut_file(folder: Path, config: dict[str, Any], weights: Path | None = None) -> Path:
+    """``folder/sut.yaml``: ``config`` with its ``weights`` pointing at ``weights`` when given."""
+    config = {"class_path": config["class_path"], "init_args": dict(config["init_args"])}
+    if weights is not None:
+        config["init_args"]["weights"] = str(weights.resolve())
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sut.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return folder / "sut.yaml"
+
+
+def fine_tune(name: str, settings: RepairSettings, extra: tuple[torch.Tensor, torch.Tensor],
+              real: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor, torch.Tensor], num_classes: int,
+              folder: Path) -> Path:
+    """Fine-tune a fresh copy of the SUT on ``extra`` mixed with ``real``; its weights (written last, so a killed
+    run leaves none) and ``training.json`` into ``folder``; returns the weights file."""
+    weights = folder / "model.safetensors"
+    if weights.is_file():
+        console.print(f"repair: {name}: {weights} exists, reused")
+        return weights
+    folder.mkdir(parents=True, exist_ok=True)
+    sut = build_sut(settings.sut)
+    module = RepairModule(sut, *extra, *real, *val, num_classes=num_classes, batch_size=settings.batch_size,
+                          extra_per_batch=settings.extra_per_batch, lr=settings.lr, seed=settings.seed)
+    stop = ForgettingStop(settings.tolerance)
+    L.seed_everything(settings.seed, verbose=False)
+    quiet_lightning_info()
+    trainer = L.Trainer(max_steps=settings.steps, max_epochs=1, val_check_interval=settings.check_every,
+                        check_val_every_n_epoch=None, num_sanity_val_steps=0, accelerator="cpu", devices=1,
+                        logger=L.pytorch.loggers.CSVLogger(folder, name="logs"), enable_checkpointing=False,
+                        enable_model_summary=False,
+                        callbacks=[stop, StepProgressBar(f"repair {name}", console=console)])
+    console.print(f"repair: {name}: fine-tuning on {len(extra[1])} images mixed with {len(real[1])} real ones")
+    with warnings.catch_warnings():  # the SUT's batch norm and dropout stay in eval mode on purpose
+        warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+        trainer.validate(module, verbose=False)  # the held-out accuracy before any step
+        trainer.fit(module)
+    (folder / "training.json").write_text(json.dumps({
+        "extra_images": len(extra[1]), "kept_step": stop.kept_step, "steps_run": trainer.global_step,
+        "held_out_accuracy": [{"step": s, "accuracy": a} for s, a in stop.history]}, indent=2) + "\n")
+    partial = weights.with_suffix(".partial")
+    save_file({k: v.contiguous() for k, v in sut.model.state_dict().items()}, str(partial))
+    partial.replace(weights)
+    return weights
+
+
+def run_campaign(sut_file: Path, seed: int, out: Path, name: str, settings: RepairSettings) -> dict[str, Any]:
+    """``fit --config eval_config --sut sut_file --cases.seed seed`` into ``out/name`` (resumed when started
+    before); its ``summary.json``."""
+    command = [sys.executable, "-m", "hynea_pl", "fit", "--config", settings.eval_config, "--sut", str(sut_file),
+               "--cases.seed", str(seed), "--output.root", str(out), "--output.name", name, *settings.eval_args]
+    console.print(f"repair: campaign {name}: {' '.join(command[2:])}")
+    with open(out / f"{name}.log", "a") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy()).returncode
+    if code != 0:
+        raise RuntimeError(f"the campaign {name} failed (exit {code}); see {out / f'{name}.log'}")
+    return json.loads((out / name / "summary.json").read_text())
+
+
+def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, **overrides: Any) -> pd.DataFrame:
+    """The whole command (module doc); returns the table (a row per model)."""
+    from hynea_pl.zoo.profiles import get_profile
+    from hynea_pl.zoo.splits import load_splits
+
+    out = Path(out)
+    settings = RepairSettings(**overrides)
+    failures: Failures = collect_failures(list(runs))
+    clash = sorted(set(failures.seeds) & set(settings.eval_seeds))
+    if clash:
+        raise ValueError(f"case seeds {clash} gave failures and would evaluate the repair: evaluate on other seeds")
+    settings = RepairSettings(**{**asdict(settings), "eval_seeds": tuple(settings.eval_seeds),
+                                 "eval_args": tuple(settings.eval_args),
+                                 "failure_runs": tuple(str(Path(r).resolve()) for r in runs),
+                                 "sut": read_sut_config(sut, settings.eval_config)})
+    original = build_sut(settings.sut)
+    classes = output_classes(original, failures.images[0])
+    if classes != failures.num_classes:
+        raise ValueError(f"the SUT has {classes} classes and the runs' SUT {failures.num_classes}: "
+                         "repair the SUT the runs tested")
+    check_out(out, settings)
+    import hynea_pl.zoo  # noqa: F401  (registers the built-in profiles)
+
+    splits = load_splits(get_profile(settings.profile).data)
+    real = (as_tensor(splits.sut.train_images), splits.sut.train_labels)  # what the SUT was trained on
+    # the stop rule reads real images the SUT never saw, nor will be measured on: the method split's last ones
+    unseen, size = splits.method, min(settings.val_size, len(splits.method.train_labels) // 2)
+    val = (as_tensor(unseen.train_images[len(unseen.train_labels) - size:]), unseen.train_labels[-size:])
+    control = torch.randperm(len(real[1]), generator=torch.Generator().manual_seed(settings.seed))[:len(failures)]
+    files = {"original": write_sut_file(out / "original", settings.sut)}
+    images = failures.with_channels(real[0].shape[1]).images
+    for name, extra in (("repaired", (images, failures.labels)), ("control", (real[0][control], real[1][control]))):
+        weights = fine_tune(name, settings, extra, real, val, classes, out / name)
+        files[name] = write_sut_file(out / name, settings.sut, weights)
+
+    test_images, test_labels = splits.sut.test_images, splits.sut.test_labels
+    read = {name: predictions(build_sut(yaml.safe_load(file.read_text())), test_images) for name, file in files.items()}
+    (out / "eval").mkdir(exist_ok=True)
+    rows = []
+    for name in MODELS:
+        fixed, errors = natural_errors_read_right(read["original"], read[name], test_labels)
+        row = {"model": name, "fine-tuned on": {"original": "-", "repaired": f"{len(failures)} valid failures",
+                                                "control": f"{len(failures)} real images"}[name],
+               "held-out accuracy": round(accuracy(read[name], test_labels), 4),
+               "original's natural errors read right": f"{fixed} of {errors}"}
+        for seed in settings.eval_seeds:
+            summary = run_campaign(files[name], seed, out / "eval", f"{name}-seed{seed}", settings)
+            row[f"seed {seed}: cases"] = summary.get("n_cases")
+            row[f"seed {seed}: flip"] = summary.get("flip_rate")
+            row[f"seed {seed}: valid"] = summary.get("valid_failure_rate")
+            row[f"seed {seed}: evals / valid"] = summary.get("sut_evals_per_valid_failure")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    seeds = (f"failures from case seeds {failures.seeds} ({len(failures)} valid failures of {len(runs)} runs); "
+             f"campaigns ({settings.eval_config}) from case seeds {list(settings.eval_seeds)}")
+    markdown = to_markdown(table, seeds)
+    (out / "repair.csv").write_text(table.to_csv(index=False))
+    (out / "repair.md").write_text(markdown)
+    console.print(markdown)
+    return table
+
+
+__all__ = ["MODELS", "RepairSettings", "build_sut", "read_sut_config", "repair"]
