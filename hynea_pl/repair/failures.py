@@ -11,6 +11,7 @@ import yaml
 
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records
+from hynea_pl.suts import ClassifierSUT
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ def collect_failures(runs: list[Path | str]) -> Failures:
         records = [r for r in read_records(run / "records.jsonl") if r.verdict == "valid_failure"]
         if not records:
             raise ValueError(f"{run} has no valid failure: nothing to repair with (leave it out)")
-        if any(r.task != "multiclass" for r in records):
-            raise ValueError(f"{run} is a {records[0].task} run: repair fine-tunes multiclass classifiers only")
+        if any(r.task != ClassifierSUT.task for r in records):
+            raise ValueError(f"{run} is a {records[0].task} run: repair fine-tunes {ClassifierSUT.task} classifiers "
+                             "only")
         for record in records:
             images.append(load_image(run / record.result_image))
             labels.append(record.origin_class)
