@@ -193,3 +193,24 @@ def test_gated_by_builds_the_gating_extra_before_measuring_and_keys_only_the_gat
     entry2, manifest2 = registry.component_paths("tiny", "scored")
     assert entry2 == entry and manifest2 != manifest  # the trained entry is kept; its gates are measured again
     assert registry.build_component("tiny", "scored", verbose=False).quality["gates"][0]["value"] == 8.0
+
+
+def test_deleting_weights_that_missed_their_gates_brings_back_the_released_ones(tmp_path, tiny_zoo, monkeypatch):
+    import shutil
+
+    from hynea_pl.zoo import released
+    from hynea_pl.zoo.cache import missed_record
+
+    calls: list[str] = []
+    _register(monkeypatch, calls)
+    built = registry.build_component("tiny", "dummy", verbose=False)
+    released.release([built.entry, built.manifest], tmp_path / "released")
+    monkeypatch.setattr(released, "RELEASED", tmp_path / "released")
+    released.discard([built.manifest])
+    torch.save({"value": 0.0}, built.entry / "weights.pt")  # trained here under the released name: below its gate
+    with pytest.raises(ZooQualityError, match=f"or delete {built.entry} to install the released weights"):
+        registry.build_component("tiny", "dummy", verbose=False)
+    assert missed_record(built.manifest).is_file()
+    shutil.rmtree(built.entry)
+    assert registry.build_component("tiny", "dummy", verbose=False).quality["gates"][0]["value"] == 1.0
+    assert not missed_record(built.manifest).exists() and calls == ["train", "measure", "measure"]

@@ -74,7 +74,8 @@ from hynea_pl.errors import one_line
 from hynea_pl.zoo.cache import atomic_entry, config_key, is_complete, missed_record, zoo_dir
 from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate, ZooBuildError, ZooQualityError, quality_table
-from hynea_pl.zoo.released import RELEASED, install_released, matches_released
+from hynea_pl.zoo import released as release
+from hynea_pl.zoo.released import install_released, matches_released
 
 if TYPE_CHECKING:
     from hynea_pl.zoo.labelled.config import ZooProfile
@@ -347,14 +348,14 @@ def _measure(profile: ZooProfile, component: Component, built: Built, context: B
 
 def _after_a_miss(profile: ZooProfile, component: Component, built: Built) -> str:
     """What to do after ``built`` missed a gate: the entries are kept and not measured again; how to train again."""
-    if component.is_bundle and all((RELEASED / entry.name).is_dir() for entry in built.entries.values()):
+    if component.is_bundle and all((release.RELEASED / entry.name).is_dir() for entry in built.entries.values()):
         again = f"python -m hynea_pl zoo build --profile {profile.name} --rebuild trains them again"
     elif component.is_bundle:
         again = "a setting that changes a model (zoo build --set KEY=VALUE) trains that model again"
     else:
         again = (f"python -m hynea_pl zoo build --profile {profile.name} --rebuild {component.name} trains it again "
                  "(training differs with the CPU and the thread count)")
-        if (RELEASED / built.entry.name).is_dir():
+        if (release.RELEASED / built.entry.name).is_dir():
             again += f", or delete {built.entry} to install the released weights"
     return f"The trained weights stay cached and are not measured again: {again}"
 
@@ -413,6 +414,7 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, 
             install_released(manifest)
     trained = all(is_complete(path) for path in covered.values())
     if is_complete(manifest) and trained:
+        missed_record(manifest).unlink(missing_ok=True)  # weights that missed were replaced (the released ones)
         return built
     if missed_record(manifest).is_file():
         if trained:  # the same weights missed their gates: say so again, do not measure them again
