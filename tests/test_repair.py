@@ -86,7 +86,7 @@ def test_the_repair_fine_tunes_the_sut_and_a_control_and_a_second_call_reuses_th
     out = tmp_path / "out"
     table = repair([run], out, sut=str(sut_file), eval_seeds=(), **SMALL)
     assert list(table["model"]) == ["original", "repaired", "control"]
-    assert all(0 <= a <= 1 for a in table["held-out accuracy"])
+    assert all(0 <= float(a) <= 1 for a in table["held-out accuracy"])
     original = build_sut(TINY_SUT).model.state_dict()
     for name in ("repaired", "control"):
         training = json.loads((out / name / "training.json").read_text())

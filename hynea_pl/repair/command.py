@@ -209,7 +209,7 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
         fixed, errors = natural_errors_read_right(read["original"], read[name], test_labels)
         row = {"model": name, "fine-tuned on": {"original": "-", "repaired": f"{len(failures)} valid failures",
                                                 "control": f"{len(failures)} real images"}[name],
-               "held-out accuracy": round(accuracy(read[name], test_labels), 4),
+               "held-out accuracy": f"{accuracy(read[name], test_labels):.4f}",
                "original's natural errors read right": f"{fixed} of {errors}"}
         for seed in settings.eval_seeds:
             summary = run_campaign(files[name], seed, out / "eval", f"{name}-seed{seed}", settings)

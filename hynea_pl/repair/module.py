@@ -34,7 +34,7 @@ class RepairModule(L.LightningModule):
     def __init__(self, sut: SUT, extra_images: torch.Tensor, extra_labels: torch.Tensor,
                  real_images: torch.Tensor, real_labels: torch.Tensor, val_images: torch.Tensor,
                  val_labels: torch.Tensor, num_classes: int, batch_size: int = 64, extra_per_batch: int = 16,
-                 lr: float = 1e-4, max_shift: int = 2, seed: int = 0) -> None:
+                 lr: float = 1e-4, max_shift: int = 2, seed: int = 0, dropout: bool = True) -> None:
         super().__init__()
         if not 0 < extra_per_batch < batch_size:
             raise ValueError(f"extra_per_batch must be in 1..{batch_size - 1}, got {extra_per_batch}")
@@ -44,6 +44,7 @@ class RepairModule(L.LightningModule):
         self.real = (real_images, real_labels.long())
         self.val = (val_images, val_labels.long())
         self.batch_size, self.extra_per_batch, self.lr, self.max_shift = batch_size, extra_per_batch, lr, max_shift
+        self.dropout = dropout
         self.draws = torch.Generator().manual_seed(seed)
         self.val_accuracy = MulticlassAccuracy(num_classes, average="micro")
 
@@ -64,12 +65,14 @@ class RepairModule(L.LightningModule):
         return random_shift(images, self.max_shift, self.draws), labels
 
     def training_step(self, step: int, batch_idx: int) -> torch.Tensor:
+        self.sut.model.train(self.dropout)
         images, labels = self.batch()
         loss = F.cross_entropy(self.sut(images.to(self.device)), labels.to(self.device))
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self.sut.model.eval()
         images, labels = batch
         self.val_accuracy.update(self.sut(images).argmax(-1), labels)
 
@@ -82,14 +85,16 @@ class RepairModule(L.LightningModule):
 
 
 class ForgettingStop(L.Callback):
-    """Stops the fine-tuning once the held-out accuracy falls more than ``tolerance`` below the model's own before
-    fine-tuning, and puts back the weights of the last check within it (the first check runs before any step)."""
+    """Stops the fine-tuning once the held-out accuracy has stayed more than ``tolerance`` below the model's own
+    before fine-tuning for ``patience`` checks in a row, and puts back the weights of the last check within it (the
+    first check runs before any step)."""
 
-    def __init__(self, tolerance: float = 0.001) -> None:
-        self.tolerance = tolerance
+    def __init__(self, tolerance: float = 0.001, patience: int = 2) -> None:
+        self.tolerance, self.patience = tolerance, patience
         self.before: float | None = None
         self.kept: dict[str, torch.Tensor] | None = None
         self.kept_step = 0
+        self.below = 0
         self.history: list[tuple[int, float]] = []
 
     def on_validation_end(self, trainer: L.Trainer, module: RepairModule) -> None:
@@ -98,9 +103,10 @@ class ForgettingStop(L.Callback):
         if self.before is None:
             self.before = accuracy
         if accuracy >= self.before - self.tolerance:
-            self.kept, self.kept_step = copy.deepcopy(module.sut.model.state_dict()), trainer.global_step
-        else:
-            trainer.should_stop = True
+            self.kept, self.kept_step, self.below = copy.deepcopy(module.sut.model.state_dict()), trainer.global_step, 0
+            return
+        self.below += 1
+        trainer.should_stop = self.below >= self.patience
 
     def on_fit_end(self, trainer: L.Trainer, module: RepairModule) -> None:
         if self.kept is not None:
