@@ -107,6 +107,8 @@ def test_the_repair_fine_tunes_the_sut_and_a_control_and_a_second_call_reuses_th
     assert stamps == {name: (out / name / "model.safetensors").stat().st_mtime_ns for name in stamps}
     with pytest.raises(ValueError, match="already holds a repair of other arguments"):
         repair([run], out, sut=str(sut_file), eval_seeds=(), **{**SMALL, "steps": 6})
+    with pytest.raises(ValueError, match="would evaluate the repair"):  # another seed may be added, not this one
+        repair([run], out, sut=str(sut_file), eval_seeds=(1000,), **SMALL)
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ right, and a fresh HyNeA campaign against each from case seeds the failures neve
 ``DIR`` holds ``repair.json`` (the arguments), ``original/``, ``repaired/`` and ``control/`` (each a ``sut.yaml``
 that ``fit --sut`` takes; the two fine-tuned ones with ``model.safetensors`` and ``training.json``), ``eval/`` (the
 campaigns) and ``repair.md`` / ``repair.csv``. A second call with the same arguments reuses every model and finished
-campaign; another call into the same ``DIR`` is refused.
+campaign, and one with other ``--eval-seeds`` adds their campaigns; any other change into the same ``DIR`` is
+refused.
 """
 
 from __future__ import annotations
@@ -94,12 +95,15 @@ def output_classes(sut: SUT, image: torch.Tensor) -> int:
 
 
 def check_out(out: Path, settings: RepairSettings) -> None:
-    """Write ``out/repair.json``, or check that the one there holds the same arguments (one line otherwise)."""
+    """Write ``out/repair.json``, or check that the one there holds the same arguments but the evaluation's case
+    seeds (more seeds add campaigns; the models and finished campaigns are reused); one line otherwise."""
     record = out / "repair.json"
     wanted = json.loads(json.dumps(asdict(settings)))
     if record.is_file():
-        if json.loads(record.read_text()) != wanted:
+        held = json.loads(record.read_text())
+        if {**held, "eval_seeds": None} != {**wanted, "eval_seeds": None}:
             raise ValueError(f"{out} already holds a repair of other arguments ({record}): choose another --out")
+        record.write_text(json.dumps(wanted, indent=2) + "\n")
         return
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty and holds no repair: choose another --out")
