@@ -129,3 +129,21 @@ def test_one_command_gives_the_table_with_a_campaign_against_each_model(tmp_path
             (out / name / "sut.yaml").read_text())["init_args"]["weights"]
         assert config["cases"]["seed"] == 5
     assert "campaigns (configs/mnist.yaml) from case seeds [5]" in (out / "repair.md").read_text()
+
+
+def test_the_stop_keeps_the_last_weights_within_the_bound_and_waits_two_checks_below_it():
+    from types import SimpleNamespace
+
+    from hynea_pl.repair.module import ForgettingStop
+
+    model = torch.nn.Linear(1, 1, bias=False)
+    module = SimpleNamespace(sut=SimpleNamespace(model=model))
+    stop = ForgettingStop(tolerance=0.01, patience=2)
+    trainer = SimpleNamespace(callback_metrics={}, global_step=0, should_stop=False)
+    for step, accuracy in [(0, 0.90), (25, 0.895), (50, 0.88), (75, 0.892), (100, 0.87), (125, 0.86)]:
+        trainer.global_step, trainer.callback_metrics["val_accuracy"] = step, torch.tensor(accuracy)
+        model.weight.data.fill_(step)
+        stop.on_validation_end(trainer, module)
+        assert trainer.should_stop == (step == 125)  # one check below (50) is forgiven, two in a row are not
+    stop.on_fit_end(trainer, module)
+    assert stop.kept_step == 75 and model.weight.item() == 75

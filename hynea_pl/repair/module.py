@@ -17,7 +17,9 @@ from hynea_pl.zoo.augment import random_shift
 
 
 class RepairModule(L.LightningModule):
-    """Fine-tunes ``sut.model`` (batch norm and dropout stay frozen in eval mode: only weights move).
+    """Fine-tunes ``sut.model``: its dropout on while it trains (``dropout``), as the SUT was trained, off when it is
+    checked; a model with batch norm trains it in train mode too (its statistics move), so pass ``dropout=False``
+    for such a model to keep every layer in eval mode.
 
     Args:
         sut: the classifier SUT to repair (its ``model`` and ``preprocess``).
@@ -29,6 +31,7 @@ class RepairModule(L.LightningModule):
         lr: AdamW's learning rate (weight decay 1e-4, constant).
         max_shift: a random shift of up to this many pixels on every training image.
         seed: the draws of the batches and shifts.
+        dropout: train mode (dropout on) while training; ``False``: eval mode throughout.
     """
 
     def __init__(self, sut: SUT, extra_images: torch.Tensor, extra_labels: torch.Tensor,
