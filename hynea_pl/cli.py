@@ -137,7 +137,8 @@ def _zoo_build(options: argparse.Namespace) -> int:
     wanted = {"all": extra_names(), "none": []}.get(extras)
     wanted = names(extras) if wanted is None else wanted
     rebuild = names(options.rebuild or "")
-    for name in [*wanted, *(name for name in rebuild if name != "zoo")]:
+    wanted = list(dict.fromkeys([*wanted, *(name for name in rebuild if name != "zoo")]))  # a rebuilt extra is shown
+    for name in wanted:
         get_component(name)  # an unknown name fails before anything is trained
     if rebuild:
         from hynea_pl.zoo.registry import BASE_ZOO, cache_folders
@@ -151,7 +152,6 @@ def _zoo_build(options: argparse.Namespace) -> int:
             else:
                 built = build_component(options.profile, name, verbose=False, released=False)
                 Console().print(compare_with_released(built.manifest))
-    wanted = list(dict.fromkeys([*wanted, *(name for name in rebuild if name != "zoo")]))
     zoo = build_zoo(options.profile, verbose=False)  # after a rebuild: the rebuilt one
     console = Console()
     console.print(quality_table(options.profile, zoo.quality["gates"]))

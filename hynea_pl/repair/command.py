@@ -18,7 +18,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,10 +181,9 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
     clash = sorted(set(failures.seeds) & set(settings.eval_seeds))
     if clash:
         raise ValueError(f"case seeds {clash} gave failures and would evaluate the repair: evaluate on other seeds")
-    settings = RepairSettings(**{**asdict(settings), "eval_seeds": tuple(settings.eval_seeds),
-                                 "eval_args": tuple(settings.eval_args),
-                                 "failure_runs": tuple(str(Path(r).resolve()) for r in runs),
-                                 "sut": read_sut_config(sut, settings.eval_config)})
+    settings = replace(settings, eval_seeds=tuple(settings.eval_seeds), eval_args=tuple(settings.eval_args),
+                       failure_runs=tuple(str(Path(r).resolve()) for r in runs),
+                       sut=read_sut_config(sut, settings.eval_config))
     original = build_sut(settings.sut)
     classes = output_classes(original, failures.images[0])
     if classes != failures.num_classes:
@@ -206,7 +205,9 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
         files[name] = write_sut_file(out / name, settings.sut, weights)
 
     test_images, test_labels = splits.sut.test_images, splits.sut.test_labels
-    read = {name: predictions(build_sut(yaml.safe_load(file.read_text())), test_images) for name, file in files.items()}
+    read = {"original": predictions(original, test_images)}  # the two fine-tuned ones as fit loads them
+    read |= {name: predictions(build_sut(yaml.safe_load(files[name].read_text())), test_images)
+             for name in ("repaired", "control")}
     (out / "eval").mkdir(exist_ok=True)
     rows = []
     for name in MODELS:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import yaml
 
 from hynea_pl.images import load_image
 from hynea_pl.schema import read_records
@@ -38,8 +37,9 @@ class Failures:
 
 def run_case_seed(run: Path) -> int:
     """The ``cases.seed`` a run's ``config.yaml`` was run with (0 when it names none)."""
-    config = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
-    return int(((config or {}).get("cases") or {}).get("seed") or 0)
+    from hynea_pl.report.compare import run_config
+
+    return int(((run_config(run) or {}).get("cases") or {}).get("seed") or 0)
 
 
 def collect_failures(runs: list[Path | str]) -> Failures:

@@ -49,14 +49,22 @@ def metric_value(entry: Any) -> Any:
 
 
 
-def run_config_section(run_dir: Path | str, name: str) -> dict[str, Any] | None:
-    """Section ``name`` (``generator``, ``model``, ...) of a run's ``config.yaml`` as ``{"class_path",
-    "init_args"}``; ``None`` without the file. The one reader of a run's saved config."""
+def run_config(run_dir: Path | str) -> dict[str, Any] | None:
+    """A run's saved ``config.yaml`` as a mapping; ``None`` without the file. The one reader of a run's config."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return None
     config = yaml.safe_load(path.read_text()) or {}
-    section = (config.get(name) if isinstance(config, dict) else None) or {}
+    return config if isinstance(config, dict) else {}
+
+
+def run_config_section(run_dir: Path | str, name: str) -> dict[str, Any] | None:
+    """Section ``name`` (``generator``, ``model``, ...) of a run's ``config.yaml`` (:func:`run_config`) as
+    ``{"class_path", "init_args"}``; ``None`` without the file."""
+    config = run_config(run_dir)
+    if config is None:
+        return None
+    section = config.get(name) or {}
     return {"class_path": section.get("class_path"), "init_args": dict(section.get("init_args") or {})}
 
 

@@ -407,6 +407,7 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, 
     else:
         covered = {name: entry}
     built = Built(name, profile.name, entry, manifest, covered)
+    installed: set[Path] = set()
     if released:
         installed = {path for path in covered.values() if not is_complete(path) and install_released(path)}
         # the released gates only with the released weights (not with weights trained here under the same name)
@@ -414,7 +415,8 @@ def build_component(profile: ZooProfile | str, name: str, verbose: bool = True, 
             install_released(manifest)
     trained = all(is_complete(path) for path in covered.values())
     if is_complete(manifest) and trained:
-        missed_record(manifest).unlink(missing_ok=True)  # weights that missed were replaced (the released ones)
+        if installed:  # released weights replaced any that missed their gates here
+            missed_record(manifest).unlink(missing_ok=True)
         return built
     if missed_record(manifest).is_file():
         if trained:  # the same weights missed their gates: say so again, do not measure them again
