@@ -34,7 +34,7 @@ commands:
   evaluate RUN_DIR                                        re-score a run folder into metrics.json
   compare RUN_DIR [RUN_DIR ...] [--out DIR]               one table, a row per method (markdown + CSV)
   replay RUN_DIR CASE_ID                                  regenerate a case's result from its saved adapter
-  repair RUN_DIR [RUN_DIR ...] --out DIR [--sut SUT.yaml] [-- FIT_ARGS]
+  repair RUN_DIR [RUN_DIR ...] --out DIR [--sut SUT.yaml] [--jobs N] [-- FIT_ARGS]
                                                           fine-tune the SUT on the runs' valid failures (and a
                                                           control), then measure both against the original
   sweep --config CONFIG.yaml --grid lr [--out DIR] [--section.option VALUE ...]
@@ -438,9 +438,12 @@ def _repair(args: list[str]) -> int:
     parser.add_argument("--eval-config", default=defaults.eval_config, help="the campaign run against each model")
     parser.add_argument("--eval-seeds", type=int, nargs="*", default=list(defaults.eval_seeds),
                         help="case seeds of those campaigns (none: no campaign)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="campaigns at a time, one torch thread each when more than one (default 1)")
     options = parser.parse_args(own)
-    repair(options.run_dirs, options.out, sut=options.sut, profile=options.profile, steps=options.steps,
-           eval_config=options.eval_config, eval_seeds=tuple(options.eval_seeds), eval_args=tuple(eval_args))
+    repair(options.run_dirs, options.out, sut=options.sut, jobs=options.jobs, profile=options.profile,
+           steps=options.steps, eval_config=options.eval_config, eval_seeds=tuple(options.eval_seeds),
+           eval_args=tuple(eval_args))
     return 0
 
 

@@ -24,7 +24,7 @@ TINY_SUT = {"class_path": "hynea_pl.suts.ClassifierSUT",
                           "weights": "zoo://tiny/sut",
                           "preprocess": {"size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}}}
 #: small fine-tuning settings for the tiny zoo
-SMALL = {"profile": "tiny", "steps": 4, "check_every": 2, "batch_size": 8, "extra_per_batch": 2, "val_size": 40}
+SMALL = {"profile": "tiny", "steps": 4, "batch_size": 8, "extra_per_batch": 2, "val_size": 40}
 
 
 def make_run(root: Path, name: str, verdicts: list[str], seed: int = 1000, classes: int = 10) -> Path:
@@ -90,15 +90,15 @@ def test_the_repair_fine_tunes_the_sut_and_a_control_and_a_second_call_reuses_th
     original = build_sut(TINY_SUT).model.state_dict()
     for name in ("repaired", "control"):
         training = json.loads((out / name / "training.json").read_text())
-        assert training["extra_images"] == 4 and training["held_out_accuracy"][0]["step"] == 0
-        assert 0 <= training["kept_step"] <= training["steps_run"] <= SMALL["steps"]
+        assert training["extra_images"] == 4 and training["steps_run"] == SMALL["steps"]
+        assert training["held_out_accuracy"][0]["alpha"] == 0 and 0 <= training["alpha"] <= 1
         config = yaml.safe_load((out / name / "sut.yaml").read_text())
         assert config["init_args"]["weights"] == str((out / name / "model.safetensors").resolve())
         weights = load_file(out / name / "model.safetensors")
         loaded = build_sut(config).model.state_dict()  # fit --sut DIR/<name>/sut.yaml tests these weights
         assert all(torch.equal(loaded[k], weights[k]) for k in weights)
         moved = any(not torch.equal(weights[k], original[k]) for k in weights)
-        assert moved == (training["kept_step"] > 0)
+        assert moved == (training["alpha"] > 0)
     assert (out / "repair.md").read_text().startswith("| model |")
     stamps = {name: (out / name / "model.safetensors").stat().st_mtime_ns for name in ("repaired", "control")}
     capsys.readouterr()
@@ -131,19 +131,19 @@ def test_one_command_gives_the_table_with_a_campaign_against_each_model(tmp_path
     assert "campaigns (configs/mnist.yaml) from case seeds [5]" in (out / "repair.md").read_text()
 
 
-def test_the_stop_keeps_the_last_weights_within_the_bound_and_waits_two_checks_below_it():
+def test_the_interpolation_keeps_the_largest_share_of_the_fine_tuning_within_the_bound():
     from types import SimpleNamespace
 
-    from hynea_pl.repair.module import ForgettingStop
+    from hynea_pl.repair.module import WeightInterpolation
 
     model = torch.nn.Linear(1, 1, bias=False)
-    module = SimpleNamespace(sut=SimpleNamespace(model=model))
-    stop = ForgettingStop(tolerance=0.01, patience=2)
-    trainer = SimpleNamespace(callback_metrics={}, global_step=0, should_stop=False)
-    for step, accuracy in [(0, 0.90), (25, 0.895), (50, 0.88), (75, 0.892), (100, 0.87), (125, 0.86)]:
-        trainer.global_step, trainer.callback_metrics["val_accuracy"] = step, torch.tensor(accuracy)
-        model.weight.data.fill_(step)
-        stop.on_validation_end(trainer, module)
-        assert trainer.should_stop == (step == 125)  # one check below (50) is forgiven, two in a row are not
-    stop.on_fit_end(trainer, module)
-    assert stop.kept_step == 75 and model.weight.item() == 75
+    module = SimpleNamespace(sut=SimpleNamespace(model=model),
+                             held_out_accuracy=lambda: 0.9 - 0.001 * model.weight.item())  # forgets as it moves
+    for tolerance, alpha in [(0.0055, 0.5), (0.0095, 0.9), (0.0005, 0.0)]:
+        keep = WeightInterpolation(tolerance=tolerance)
+        model.weight.data.fill_(0.0)
+        keep.on_fit_start(None, module)
+        model.weight.data.fill_(10.0)  # the fine-tuning
+        keep.on_fit_end(None, module)
+        assert keep.alpha == alpha and model.weight.item() == pytest.approx(10 * alpha)
+        assert keep.history[0] == (0.0, pytest.approx(0.9)) and all(a >= alpha for a, _ in keep.history[1:])

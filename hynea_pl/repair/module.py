@@ -1,6 +1,6 @@
 """The SUT's fine-tuning on its failures as a ``LightningModule``: every batch mixes failures (or, for the control,
-as many real images drawn at random) with real training images, so that the model does not forget; a callback stops
-it before it forgets (:class:`ForgettingStop`)."""
+as many real images drawn at random) with real training images, so that the model does not forget; a callback then
+moves the weights back towards the original's until the held-out accuracy is kept (:class:`WeightInterpolation`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import copy
 import lightning as L
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
-from torchmetrics.classification import MulticlassAccuracy
+from torch.utils.data import DataLoader
 
 from hynea_pl.suts import SUT
 from hynea_pl.zoo.augment import random_shift
@@ -18,7 +17,7 @@ from hynea_pl.zoo.augment import random_shift
 
 class RepairModule(L.LightningModule):
     """Fine-tunes ``sut.model``: its dropout on while it trains (``dropout``), as the SUT was trained, off when it is
-    checked; a model with batch norm trains it in train mode too (its statistics move), so pass ``dropout=False``
+    measured; a model with batch norm trains it in train mode too (its statistics move), so pass ``dropout=False``
     for such a model to keep every layer in eval mode.
 
     Args:
@@ -26,9 +25,9 @@ class RepairModule(L.LightningModule):
         extra_images, extra_labels: ``(M, C, H, W)`` in [0, 1] and ``(M,)``: the failures with their origins'
             classes (or the control's real images).
         real_images, real_labels: real training images ``(R, C, H, W)`` and labels, the rest of every batch.
-        val_images, val_labels: real held-out images the stop rule reads.
+        val_images, val_labels: real held-out images ``(V, C, H, W)`` and labels (:meth:`held_out_accuracy`).
         batch_size: images a step; ``extra_per_batch`` of them drawn from the extra images.
-        lr: AdamW's learning rate (weight decay 1e-4, constant).
+        lr: AdamW's peak learning rate (weight decay 1e-4), annealed to 0 over the run (cosine).
         max_shift: a random shift of up to this many pixels on every training image.
         seed: the draws of the batches and shifts.
         dropout: train mode (dropout on) while training; ``False``: eval mode throughout.
@@ -36,8 +35,8 @@ class RepairModule(L.LightningModule):
 
     def __init__(self, sut: SUT, extra_images: torch.Tensor, extra_labels: torch.Tensor,
                  real_images: torch.Tensor, real_labels: torch.Tensor, val_images: torch.Tensor,
-                 val_labels: torch.Tensor, num_classes: int, batch_size: int = 64, extra_per_batch: int = 16,
-                 lr: float = 1e-4, max_shift: int = 2, seed: int = 0, dropout: bool = True) -> None:
+                 val_labels: torch.Tensor, batch_size: int = 256, extra_per_batch: int = 32, lr: float = 3e-5,
+                 max_shift: int = 2, seed: int = 0, dropout: bool = True) -> None:
         super().__init__()
         if not 0 < extra_per_batch < batch_size:
             raise ValueError(f"extra_per_batch must be in 1..{batch_size - 1}, got {extra_per_batch}")
@@ -49,15 +48,13 @@ class RepairModule(L.LightningModule):
         self.batch_size, self.extra_per_batch, self.lr, self.max_shift = batch_size, extra_per_batch, lr, max_shift
         self.dropout = dropout
         self.draws = torch.Generator().manual_seed(seed)
-        self.val_accuracy = MulticlassAccuracy(num_classes, average="micro")
 
     def train_dataloader(self) -> DataLoader:
         """One item a step: the step's index (its batch is drawn in :meth:`training_step`)."""
-        steps = self.trainer.max_steps if self.trainer.max_steps > 0 else 1
-        return DataLoader(range(steps), batch_size=None)
+        return DataLoader(range(self.total_steps()), batch_size=None)
 
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(TensorDataset(*self.val), batch_size=500)
+    def total_steps(self) -> int:
+        return self.trainer.max_steps if self.trainer.max_steps > 0 else 1
 
     def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``extra_per_batch`` extra images and the rest real ones ``(B, C, H, W)``, shifted, and their labels."""
@@ -74,46 +71,56 @@ class RepairModule(L.LightningModule):
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
-    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+    @torch.no_grad()
+    def held_out_accuracy(self, batch_size: int = 1000) -> float:
+        """The fraction of the held-out images the model (in eval mode) reads right."""
         self.sut.model.eval()
-        images, labels = batch
-        self.val_accuracy.update(self.sut(images).argmax(-1), labels)
+        images, labels = self.val
+        right = sum(int((self.sut(images[i:i + batch_size].float().to(self.device)).argmax(-1).cpu()
+                         == labels[i:i + batch_size]).sum()) for i in range(0, len(labels), batch_size))
+        return right / len(labels)
 
-    def on_validation_epoch_end(self) -> None:
-        self.log("val_accuracy", self.val_accuracy.compute())
-        self.val_accuracy.reset()
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(self.sut.model.parameters(), lr=self.lr, weight_decay=1e-4)
+    def configure_optimizers(self) -> dict:
+        optimizer = torch.optim.AdamW(self.sut.model.parameters(), lr=self.lr, weight_decay=1e-4)
+        schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, self.total_steps())
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
-class ForgettingStop(L.Callback):
-    """Stops the fine-tuning once the held-out accuracy has stayed more than ``tolerance`` below the model's own
-    before fine-tuning for ``patience`` checks in a row, and puts back the weights of the last check within it (the
-    first check runs before any step)."""
+class WeightInterpolation(L.Callback):
+    """After the fine-tuning, keeps the weights ``original + alpha * (fine-tuned - original)`` of the largest
+    ``alpha`` in ``alphas`` whose held-out accuracy is at most ``tolerance`` below the original's (``alpha = 0``, the
+    original, when none is): the fine-tuning may forget, the kept model may not (weight-space ensembling,
+    Wortsman et al., "Robust fine-tuning of zero-shot models", CVPR 2022)."""
 
-    def __init__(self, tolerance: float = 0.001, patience: int = 2) -> None:
-        self.tolerance, self.patience = tolerance, patience
+    def __init__(self, tolerance: float = 0.0005,
+                 alphas: tuple[float, ...] = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)) -> None:
+        self.tolerance, self.alphas = tolerance, tuple(sorted(alphas, reverse=True))
+        self.original: dict[str, torch.Tensor] | None = None
         self.before: float | None = None
-        self.kept: dict[str, torch.Tensor] | None = None
-        self.kept_step = 0
-        self.below = 0
-        self.history: list[tuple[int, float]] = []
+        self.alpha = 0.0
+        self.history: list[tuple[float, float]] = []
 
-    def on_validation_end(self, trainer: L.Trainer, module: RepairModule) -> None:
-        accuracy = float(trainer.callback_metrics["val_accuracy"])
-        self.history.append((trainer.global_step, accuracy))
-        if self.before is None:
-            self.before = accuracy
-        if accuracy >= self.before - self.tolerance:
-            self.kept, self.kept_step, self.below = copy.deepcopy(module.sut.model.state_dict()), trainer.global_step, 0
-            return
-        self.below += 1
-        trainer.should_stop = self.below >= self.patience
+    def on_fit_start(self, trainer: L.Trainer, module: RepairModule) -> None:
+        self.original = copy.deepcopy(module.sut.model.state_dict())
+        self.before = module.held_out_accuracy()
+        self.history = [(0.0, self.before)]
 
     def on_fit_end(self, trainer: L.Trainer, module: RepairModule) -> None:
-        if self.kept is not None:
-            module.sut.model.load_state_dict(self.kept)
+        tuned = copy.deepcopy(module.sut.model.state_dict())
+        for alpha in self.alphas:
+            module.sut.model.load_state_dict(self.mix(tuned, alpha))
+            accuracy = module.held_out_accuracy()
+            self.history.append((alpha, accuracy))
+            if accuracy >= self.before - self.tolerance:
+                self.alpha = alpha
+                return
+        self.alpha = 0.0
+        module.sut.model.load_state_dict(self.original)
+
+    def mix(self, tuned: dict[str, torch.Tensor], alpha: float) -> dict[str, torch.Tensor]:
+        """``original + alpha * (tuned - original)``, entry by entry (integer buffers kept from ``tuned``)."""
+        return {key: self.original[key] + alpha * (value - self.original[key]) if value.is_floating_point() else value
+                for key, value in tuned.items()}
 
 
-__all__ = ["ForgettingStop", "RepairModule"]
+__all__ = ["RepairModule", "WeightInterpolation"]
