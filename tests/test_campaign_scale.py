@@ -116,20 +116,27 @@ def test_a_torn_last_record_is_skipped_and_its_case_runs_again(tiny_zoo, tmp_pat
 
 
 # ------------------------------------------------------------------ several processes (real subprocesses)
+@pytest.fixture(scope="module")
+def one_process_run(tiny_zoo_cache: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The six cases in one uninterrupted process, one case at a time: the folder of the run that the multi-process
+    and killed runs below must reproduce (run once for them all)."""
+    root = tmp_path_factory.mktemp("one_process")
+    finish(fit_process(tiny_args(root, "one", *SIX_CASES), tiny_zoo_cache))
+    return root / "one"
+
+
 @pytest.mark.slow
-def test_two_cpu_processes_give_the_records_of_one(tiny_zoo_cache, tmp_path):
-    one = fit_process(tiny_args(tmp_path, "one", *SIX_CASES), tiny_zoo_cache)
-    finish(one)
+def test_two_cpu_processes_give_the_records_of_one(one_process_run, tiny_zoo_cache, tmp_path):
     two = fit_process(tiny_args(tmp_path, "two", *SIX_CASES, "--trainer.accelerator", "cpu",
                                 "--trainer.devices", "2"), tiny_zoo_cache)
     out = finish(two)
     assert "[rank 0/2]" in out and "[rank 1/2]" in out, "each rank reports its own cases"
-    a, b = read_records(tmp_path / "one"), read_records(tmp_path / "two")
+    a, b = read_records(one_process_run), read_records(tmp_path / "two")
     assert [r["case_id"] for r in b] == [r["case_id"] for r in a], "merged in the campaign's case order"
     assert by_case(a) == by_case(b)
     for r in a:  # the same images, pixel for pixel (PNG bytes)
         for kind in ("origin_image", "result_image"):
-            assert (tmp_path / "one" / r[kind]).read_bytes() == (tmp_path / "two" / r[kind]).read_bytes()
+            assert (one_process_run / r[kind]).read_bytes() == (tmp_path / "two" / r[kind]).read_bytes()
     assert not list((tmp_path / "two").glob("records.rank-*.jsonl")), "rank 0 merged the shards"
 
 
@@ -154,13 +161,13 @@ def test_two_simulated_nodes_through_torchrun(tiny_zoo_cache, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 4])
-def test_sigkill_at_three_random_points_then_resume_gives_every_case_once(batch_size, tiny_zoo_cache, tmp_path):
+def test_sigkill_at_three_random_points_then_resume_gives_every_case_once(batch_size, one_process_run,
+                                                                         tiny_zoo_cache, tmp_path):
     """Kill the whole campaign (every rank) with SIGKILL three times at random points, resuming each time with a
     different number of processes; the final records are exactly the planned cases, once each, with the results
     of an uninterrupted run (one case at a time). With ``cases.batch_size 4`` the cases adapt in batches (cases that
     end at once are written together), and the results are those of the uninterrupted run within float tolerance."""
-    finish(fit_process(tiny_args(tmp_path, "reference", *SIX_CASES), tiny_zoo_cache))
-    reference = by_case(read_records(tmp_path / "reference"))
+    reference = by_case(read_records(one_process_run))
     run = tmp_path / "killed"
     rng = random.Random(2026)
     kills = 0
