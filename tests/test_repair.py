@@ -120,15 +120,17 @@ def test_one_command_gives_the_table_with_a_campaign_against_each_model(tmp_path
     keep = [a for i, a in enumerate(args[3:], 3)  # its config is eval_config; its SUT is each model's file
             if not a.startswith(("--sut", "--output")) and not args[i - 1].startswith(("--sut", "--output"))]
     out = tmp_path / "out"
-    table = repair([run], out, sut=str(sut_file), eval_seeds=(5,), eval_args=tuple(keep), **SMALL)
-    assert list(table["seed 5: cases"]) == [1, 1, 1]
+    table = repair([run], out, sut=str(sut_file), eval_seeds=(5, 6), eval_args=tuple(keep), jobs=2, **SMALL)
+    assert list(table["seed 5: cases"]) == [1, 1, 1] and list(table["seed 6: cases"]) == [1, 1, 1]
     assert all(0 <= f <= 1 for f in table["seed 5: flip"])
     for name in ("original", "repaired", "control"):
         config = yaml.safe_load((out / "eval" / f"{name}-seed5" / "config.yaml").read_text())
         assert config["sut"]["init_args"]["weights"] == yaml.safe_load(
             (out / name / "sut.yaml").read_text())["init_args"]["weights"]
         assert config["cases"]["seed"] == 5
-    assert "campaigns (configs/mnist.yaml) from case seeds [5]" in (out / "repair.md").read_text()
+    assert "campaigns (configs/mnist.yaml) from case seeds [5, 6]" in (out / "repair.md").read_text()
+    assert all((out / "eval" / f"{name}-seed6" / "records.jsonl").is_file() for name in ("original", "repaired",
+                                                                                       "control"))
 
 
 def test_the_interpolation_keeps_the_largest_share_of_the_fine_tuning_within_the_bound():
