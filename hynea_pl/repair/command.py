@@ -144,7 +144,7 @@ def fine_tune(name: str, settings: RepairSettings, extra: tuple[torch.Tensor, to
                         enable_model_summary=False,
                         callbacks=[keep, StepProgressBar(f"repair {name}", console=console)])
     console.print(f"repair: {name}: fine-tuning on {len(extra[1])} images mixed with {len(real[1])} real ones")
-    with warnings.catch_warnings():  # the SUT's batch norm and dropout stay in eval mode on purpose
+    with warnings.catch_warnings():  # the SUT starts in eval mode; training_step sets the mode it trains in
         warnings.filterwarnings("ignore", message=r".*module\(s\) in eval mode.*")
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
         trainer.fit(module)

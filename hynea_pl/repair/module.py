@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from hynea_pl.repair.measure import accuracy, predictions
 from hynea_pl.suts import SUT
 from hynea_pl.zoo.augment import random_shift
 
@@ -71,14 +72,11 @@ class RepairModule(L.LightningModule):
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
-    @torch.no_grad()
-    def held_out_accuracy(self, batch_size: int = 1000) -> float:
+    def held_out_accuracy(self) -> float:
         """The fraction of the held-out images the model (in eval mode) reads right."""
         self.sut.model.eval()
         images, labels = self.val
-        right = sum(int((self.sut(images[i:i + batch_size].float().to(self.device)).argmax(-1).cpu()
-                         == labels[i:i + batch_size]).sum()) for i in range(0, len(labels), batch_size))
-        return right / len(labels)
+        return accuracy(predictions(self.sut, images.to(self.device)).cpu(), labels)
 
     def configure_optimizers(self) -> dict:
         optimizer = torch.optim.AdamW(self.sut.model.parameters(), lr=self.lr, weight_decay=1e-4)
