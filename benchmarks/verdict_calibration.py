@@ -1,5 +1,5 @@
 """The verdict's calibration on the MNIST zoo: each judge's accuracy on the held-out real digits (the 10,000 MNIST
-test digits for ``full``), the judges' unanimous accuracy, and the realism test's pass rate on the held-out digits
+test digits for ``full``), the accuracy of the judges' vote, and the realism test's pass rate on the held-out digits
 (each left out of the reference), on the method split's training digits (real digits outside the reference), on
 generated digits (the origins' distribution) and on the results of finished runs. Then the verdict's ceiling on the
 held-out digits, which no zoo model trains on: its rates on all of them, on the SUT's mistakes among them (its
@@ -55,8 +55,9 @@ def main() -> None:
             readings[name] = (member(held_out).argmax(1) == held_out_labels,
                               member(generated).argmax(1) == classes)
             table.add_row(f"judge {name}: accuracy", *(f"{r.double().mean():.3f}" for r in readings[name]))
-        unanimous = [torch.stack([readings[n][i] for n in readings]).all(0).double().mean() for i in (0, 1)]
-        table.add_row("judges unanimous on the class", *(f"{u:.3f}" for u in unanimous))
+        vote = [(judges.panel_readings(images)[0] == truth).double().mean()
+                for images, truth in ((held_out, held_out_labels), (generated, classes))]
+        table.add_row("the judges' vote reads the class", *(f"{u:.3f}" for u in vote))
     realism = ZooTypicality(options.profile)
     table.add_row("realism pass (held-out: leave-one-out)", f"{realism.held_out_pass_rate:.3f}",
                   f"{realism.pass_rate(generated):.3f}")
@@ -73,17 +74,16 @@ def print_ceiling(zoo, judges: ZooOracle, realism: ZooTypicality, images: torch.
     """The verdict's ceiling tables on the held-out digits, the realism test's reference, each judged left out of it
     (:mod:`hynea_pl.evaluation.ceiling`)."""
     sut = zoo.sut().eval()
-    readings = read_real_images(dict(zip(judges.member_names, judges.model.members)), realism,
-                                lambda x: sut(normalize(x)), images, labels, are_reference=True)
+    readings = read_real_images(judges, realism, lambda x: sut(normalize(x)), images, labels, are_reference=True)
     subsets = {"all": None, "the SUT's mistakes (natural failures)": ~readings.sut_correct,
                "the digits the SUT reads right": readings.sut_correct}
     table = Table(title=f"the verdict on the {len(labels):,} held-out MNIST test digits")
-    for column in ("real test digits", "n", "judges unanimous on the true class", "realistic", "valid",
+    for column in ("real test digits", "n", "the judges' vote reads the true class", "realistic", "valid",
                    *(f"{name} accuracy" for name in readings.judges)):
         table.add_column(column, justify="left" if column == "real test digits" else "right")
     for subset, where in subsets.items():
         rates, accuracy = readings.rates(where), readings.judge_accuracy(where)
-        table.add_row(subset, str(rates["n"]), *(f"{rates[k]:.3f}" for k in ("unanimous", "realistic", "valid")),
+        table.add_row(subset, str(rates["n"]), *(f"{rates[k]:.3f}" for k in ("panel", "realistic", "valid")),
                       *(f"{a:.4f}" for a in accuracy.values()))
     Console(width=200).print(table)
     together = Table(title=f"both models misread the digit (fraction of the {len(labels):,} held-out digits)")

@@ -103,7 +103,8 @@ class CaseRecord(BaseModel):
     oracle_result_label: int | None = Field(None, description="the judges' decision on the result")
     oracle_result_confidence: float | None = Field(None, description="the judges' probability of that decision")
     judge_labels: dict[str, int] | None = Field(
-        None, description="each judge's decision on the result, by judge name (the verdict needs them unanimous)")
+        None, description="each judge's most probable reading of the result, by judge name (-2: not a digit); the "
+                          "verdict takes the judges' vote")
     origin_realistic: bool | None = Field(None, description="the origin passes the realism test")
     realistic: bool | None = Field(None, description="the result passes the realism test (null: no test)")
     realism_score: float | None = Field(

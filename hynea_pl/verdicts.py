@@ -2,12 +2,13 @@
 
 Every other module names a verdict through these constants, never by a string of its own:
 
-- ``valid_failure``: the SUT flipped, the judges unanimously still read the origin's class and the result passes the
-  realism test (a real fault of the SUT);
-- ``degraded``: the SUT flipped and the judges still read the origin's class, but the result is off the real-input
-  manifold (it fails the realism test: a scribble, a broken stroke);
-- ``semantic_change``: the SUT flipped and the judges read the SUT's new label (the image really changed class);
-- ``ambiguous``: the SUT flipped and the judges are split or read a third class;
+- ``valid_failure``: the SUT flipped and the judges still read the origin's class (and, for judges with no "not a
+  digit" answer, the result passes the realism test): a real fault of the SUT;
+- ``degraded``: the SUT flipped and the judges read no class in the result ("not a digit": a scribble, a broken
+  stroke), or judges with no such answer read the origin's class in a result that fails the realism test;
+- ``semantic_change``: the SUT flipped and the judges read another class (the image really changed class);
+- ``ambiguous``: the SUT flipped and the judges are undecided (no reading reaches their vote's threshold, or, for
+  judges that must be unanimous, they are split);
 - ``unaccepted``: the SUT flipped on a result its method did not accept (the case found none; its best try is kept
   for inspection): never a failure, whatever the judges read;
 - ``no_flip``: the SUT's decision did not leave the origin's.
@@ -27,6 +28,20 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+#: A reading of the judges that names no class: they are undecided (no class reaches their vote's threshold, or, asked
+#: to be unanimous, they are split) ...
+UNDECIDED = -1
+#: ... or they read that the image shows none of the task's classes (the zoo judges' "not a digit" answer).
+NOT_A_CLASS = -2
+
+
+def reading_name(label: int, short: bool = False) -> str:
+    """How a judge's reading is written for people: the class, ``undecided`` or ``not a digit`` (``short``: ``?`` or
+    ``x``, for a caption)."""
+    names = {UNDECIDED: "?", NOT_A_CLASS: "x"} if short else {UNDECIDED: "undecided", NOT_A_CLASS: "not a digit"}
+    return names.get(int(label), str(int(label)))
+
+
 Verdict = Literal["valid_failure", "degraded", "semantic_change", "ambiguous", "unaccepted", "no_flip"]
 #: Every verdict, in the order above.
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
@@ -42,6 +57,7 @@ STABLE_FAILURE_RATE = "stable_failure_rate"
 #: The verdict's valid rate on real test images (see above).
 VERDICT_CEILING = "verdict_ceiling"
 
-__all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NO_FLIP", "RATE_KEYS", "SEMANTIC_CHANGE", "STABLE_FAILURE_RATE",
+__all__ = ["AMBIGUOUS", "DEGRADED", "FLIP_VERDICTS", "NOT_A_CLASS", "NO_FLIP", "RATE_KEYS", "UNDECIDED",
+           "reading_name", "SEMANTIC_CHANGE", "STABLE_FAILURE_RATE",
            "STABLE_FLIP_RATE", "UNACCEPTED", "VALID_FAILURE", "VALID_FAILURE_RATE", "VERDICTS", "VERDICT_CEILING",
            "Verdict"]

@@ -11,6 +11,7 @@ from torch import nn
 
 from hynea_pl.evaluation.ceiling import RealReadings, read_real_images
 from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.zoo.mnist.data import SPLITS, load_digits, mnist_test_digits, mnist_train_digits, split_indices
 
 
@@ -22,35 +23,48 @@ def digit_keys(images: torch.Tensor) -> set[bytes]:
 def test_rates_subsets_and_pairs_of_crafted_readings():
     readings = RealReadings(
         judges={"a": torch.tensor([True, True, False, True]), "b": torch.tensor([True, False, False, True])},
-        realistic=torch.tensor([True, True, True, False]), sut_correct=torch.tensor([True, False, False, True]))
-    assert readings.unanimous.tolist() == [True, False, False, True]
-    assert readings.valid.tolist() == [True, False, False, False]
-    assert readings.rates() == {"n": 4, "unanimous": 0.5, "realistic": 0.75, "valid": 0.25}
+        panel=torch.tensor([True, True, False, True]), realistic=torch.tensor([True, True, True, False]),
+        realism_decides=True, sut_correct=torch.tensor([True, False, False, True]))
+    assert readings.valid.tolist() == [True, True, False, False]
+    assert readings.rates() == {"n": 4, "panel": 0.75, "realistic": 0.75, "valid": 0.5}
     on_errors = readings.rates(~readings.sut_correct)  # the SUT's mistakes: images 1 and 2
-    assert on_errors == {"n": 2, "unanimous": 0.0, "realistic": 1.0, "valid": 0.0}
+    assert on_errors == {"n": 2, "panel": 0.5, "realistic": 1.0, "valid": 0.5}
     assert readings.judge_accuracy(~readings.sut_correct) == {"a": 0.5, "b": 0.0}
     assert readings.errors_together() == {("a", "b"): 0.25, ("a", "sut"): 0.25, ("b", "sut"): 0.5}
+    assert readings.rates(torch.zeros(4, dtype=torch.bool))["n"] == 0
+    # a panel with its own "not a digit" answer: the realism test is recorded, the panel alone decides
+    recorded = RealReadings(judges=readings.judges, panel=readings.panel, realistic=readings.realistic,
+                            realism_decides=False, sut_correct=readings.sut_correct)
+    assert recorded.valid.tolist() == [True, True, False, True]
+    assert recorded.rates() == {"n": 4, "panel": 0.75, "realistic": 0.75, "valid": 0.75}
 
 
 class Reads(nn.Module):
-    """Logits that read ``answers[i]`` for the i-th image (images carry their index in pixel 0)."""
+    """Logits that read ``answers[i]`` for the i-th image (images carry their index in pixel 0), sure of it, over
+    ``classes`` outputs."""
 
-    def __init__(self, answers: list[int]) -> None:
+    def __init__(self, answers: list[int], classes: int = 10) -> None:
         super().__init__()
-        self.answers = torch.tensor(answers)
+        self.answers, self.classes = torch.tensor(answers), classes
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return nn.functional.one_hot(self.answers[images[:, 0, 0, 0].round().long()], 10).float()
+        return nn.functional.one_hot(self.answers[images[:, 0, 0, 0].round().long()], self.classes).float() * 10
+
+
+def panel_of(*judges: Reads, threshold: float | None = None, not_a_class: int | None = None) -> EnsembleClassifierSUT:
+    return EnsembleClassifierSUT([ClassifierSUT(judge) for judge in judges], ["a", "b", "c"][: len(judges)],
+                                 threshold=threshold, not_a_class=not_a_class)
 
 
 def test_real_images_are_read_by_each_judge_the_sut_and_the_realism_test():
     images = torch.zeros(6, 1, 8, 8)
     images[:, 0, 0, 0] = torch.arange(6).float()
     labels = torch.tensor([1, 2, 3, 4, 5, 6])
-    judges = {"a": Reads([1, 2, 3, 4, 5, 0]), "b": Reads([1, 2, 0, 4, 5, 6])}
+    judges = panel_of(Reads([1, 2, 3, 4, 5, 0]), Reads([1, 2, 0, 4, 5, 6]))  # unanimity
     readings = read_real_images(judges, None, Reads([1, 0, 3, 0, 5, 6]), images, labels, batch_size=4)
     assert readings.judges["a"].tolist() == [True] * 5 + [False]
     assert readings.sut_correct.tolist() == [True, False, True, False, True, True]
+    assert readings.panel.tolist() == [True, True, False, True, True, False]
     assert readings.realistic.all() and readings.valid.tolist() == [True, True, False, True, True, False]
     far = images.clone()
     far[3:, :, 4:, 4:] = 1.0  # three images far from a reference of the first three
@@ -64,6 +78,29 @@ def test_real_images_are_read_by_each_judge_the_sut_and_the_realism_test():
     assert readings.realistic.tolist() == own.reference_passed.tolist() and not readings.realistic.all()
     with pytest.raises(ValueError, match="not the realism test's 6 reference images"):
         read_real_images(judges, own, Reads([1, 2, 3, 4, 5, 6]), spread[:5], labels[:5], are_reference=True)
+
+
+def test_a_voting_panel_with_a_not_a_digit_answer_is_the_ceilings_realism_part():
+    """Three judges of 11 outputs (10: "not a digit") voting at 0.5: two of three carry an image; an image they read
+    as no digit, or split three ways on, is not valid; the realism test is recorded but decides nothing."""
+    images = torch.zeros(6, 1, 8, 8)
+    images[:, 0, 0, 0] = torch.arange(6).float()
+    labels = torch.tensor([1, 2, 3, 4, 5, 6])
+    judges = panel_of(Reads([1, 2, 3, 10, 5, 6], 11), Reads([1, 9, 10, 10, 5, 7], 11), Reads([1, 2, 0, 4, 8, 6], 11),
+                      threshold=0.5, not_a_class=10)
+    far = images.clone()
+    far[3:, :, 4:, 4:] = 1.0  # the last three far from a reference of the first three
+    realism = TypicalityTest(images[:3], quantile=0.5)
+    readings = read_real_images(judges, realism, Reads([1, 2, 3, 4, 5, 6]), far, labels)
+    assert not readings.realism_decides and not readings.realistic[3:].any()
+    assert readings.panel.tolist() == [True, True, False, False, True, True]
+    assert readings.valid.tolist() == readings.panel.tolist(), "the realism test only recorded"
+    assert readings.judges["b"].tolist() == [True, False, False, False, True, False]
+    assert readings.rates()["valid"] == pytest.approx(4 / 6)
+    # the same judges as a unanimous panel with no such answer: the realism test decides again
+    plain = panel_of(Reads([1, 2, 3, 4, 5, 6]), Reads([1, 2, 3, 4, 5, 6]))
+    readings = read_real_images(plain, realism, Reads([1, 2, 3, 4, 5, 6]), far, labels)
+    assert readings.realism_decides and readings.valid.tolist() == [True, True, True, False, False, False]
 
 
 def test_the_mnist_digits_are_all_70000_with_the_standard_test_set():

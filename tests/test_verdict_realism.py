@@ -1,4 +1,5 @@
-"""The verdict's realism test, its per-judge unanimity on a real ensemble, the family check and the saved image."""
+"""The verdict's realism test, the judges' panel on a real ensemble (unanimity, a vote, a "not a digit" answer that
+takes the realism test's part), the family check and the saved image."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.schema import CaseRecord
 from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.suts.family import model_families
+from hynea_pl.verdicts import NOT_A_CLASS
 from hynea_pl.zoo.labelled.classifier import SmallCNN
-from hynea_pl.zoo.labelled.knn import KNNClassifier, deskew, image_embedding
 from hynea_pl.zoo.labelled.oracle import OracleClassifier, OracleNet
 from hynea_pl.zoo.mnist.data import DataConfig, load_digits
 
@@ -100,15 +101,18 @@ def test_degraded_when_the_judges_keep_the_class_but_the_image_is_a_scribble(dig
     assert real["realistic"] is True and real["verdict"] == "valid_failure", "a real digit passes"
 
 
+class Reads(torch.nn.Module):
+    """A judge that reads ``label`` in every image, sure of it, over ``classes`` outputs."""
+
+    def __init__(self, label: int, classes: int = 10) -> None:
+        super().__init__()
+        self.label, self.classes = label, classes
+
+    def forward(self, images):
+        return torch.nn.functional.one_hot(torch.full((len(images),), self.label), self.classes).float() * 10
+
+
 def test_a_split_ensemble_vote_is_ambiguous(digits):
-    class Reads(torch.nn.Module):
-        def __init__(self, label):
-            super().__init__()
-            self.label = label
-
-        def forward(self, images):
-            return torch.nn.functional.one_hot(torch.full((len(images),), self.label), 10).float() * 10
-
     # the mean vote reads 3 (two of three), but one judge reads 5: not unanimous
     judges = EnsembleClassifierSUT([ClassifierSUT(Reads(3)), ClassifierSUT(Reads(3)), ClassifierSUT(Reads(5))],
                                    ["a", "b", "c"])
@@ -118,29 +122,55 @@ def test_a_split_ensemble_vote_is_ambiguous(digits):
     fields = judge_case(judges, record, image, image)
     assert fields["oracle_result_label"] == 3 and fields["judge_labels"] == {"a": 3, "b": 3, "c": 5}
     assert fields["verdict"] == "ambiguous"
+    # as a vote at 0.5 the same panel reads 3 (mean probability about 2/3): the members' readings are still recorded
+    voting = EnsembleClassifierSUT([ClassifierSUT(Reads(3)), ClassifierSUT(Reads(3)), ClassifierSUT(Reads(5))],
+                                   ["a", "b", "c"], threshold=0.5)
+    fields = judge_case(voting, record, image, image)
+    assert fields["judge_labels"] == {"a": 3, "b": 3, "c": 5} and fields["verdict"] == "valid_failure"
+    # at 0.7 no class reaches the threshold: undecided, ambiguous
+    strict = EnsembleClassifierSUT([ClassifierSUT(Reads(3)), ClassifierSUT(Reads(3)), ClassifierSUT(Reads(5))],
+                                   ["a", "b", "c"], threshold=0.7)
+    assert judge_case(strict, record, image, image)["verdict"] == "ambiguous"
+    # two of three read 8, the SUT's label: a vote reads 8, the image changed class
+    changed = EnsembleClassifierSUT([ClassifierSUT(Reads(8)), ClassifierSUT(Reads(8)), ClassifierSUT(Reads(3))],
+                                    ["a", "b", "c"], threshold=0.5)
+    assert judge_case(changed, record, image, image)["verdict"] == "semantic_change"
 
 
-def test_knn_judge_reads_real_digits(digits):
-    reference = image_embedding(digits.train_images, 1.0)
-    judge = KNNClassifier(reference, digits.train_labels, k=3)
-    accuracy = (judge(digits.test_images).argmax(1) == digits.test_labels).float().mean().item()
-    assert accuracy > 0.85
-    assert judge.family == "knn" and torch.isfinite(judge(torch.zeros(2, 1, 32, 32))).all()
-    # deskewing centres the ink
-    shifted = torch.roll(digits.test_images[:1], 3, dims=3)
-    centre = lambda im: (im[0, 0].sum(0) * torch.arange(32.0)).sum() / im.sum()  # noqa: E731
-    assert abs(centre(deskew(shifted)) - 15.5) < 1.0
+def test_judges_with_a_not_a_digit_answer_only_record_the_realism_test(digits, pixel_test):
+    """A panel that can answer "not a digit" (output 10) is the verdict's realism part: a scribble it reads as the
+    origin's class is a valid failure though the realism test fails it (recorded), one it reads as no digit is
+    degraded with or without a realism test."""
+    record = CaseRecord(method="m", run="r", task="multiclass", case_id="c3-0", seed=1, origin_class=3,
+                        flipped=True, result_label=8)
+    three = digits.test_images[(digits.test_labels == 3).nonzero()[0]]
+
+    def panel(label: int, not_a_class: int | None = 10) -> EnsembleClassifierSUT:
+        return EnsembleClassifierSUT([ClassifierSUT(Reads(label, 11)), ClassifierSUT(Reads(label, 11))], ["a", "b"],
+                                     threshold=0.5, not_a_class=not_a_class)
+
+    assert panel(3).reads_no_class and not panel(3, None).reads_no_class
+    reads_three = judge_case(panel(3), record, three, scribble(), pixel_test)
+    assert reads_three["realistic"] is False and reads_three["verdict"] == "valid_failure"
+    assert reads_three["judge_labels"] == {"a": 3, "b": 3}
+    # the same judges without the answer: the realism test decides again
+    assert judge_case(panel(3, None), record, three, scribble(), pixel_test)["verdict"] == "degraded"
+    for realism in (pixel_test, None):
+        no_digit = judge_case(panel(10), record, three, scribble(), realism)
+        assert no_digit["verdict"] == "degraded"
+        assert no_digit["judge_labels"] == {"a": NOT_A_CLASS, "b": NOT_A_CLASS}
+        assert no_digit["oracle_result_label"] == NOT_A_CLASS
 
 
 def test_families_of_wrapped_models():
     resnet = ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))
     cnn = ClassifierSUT(SmallCNN(channels=(8,), hidden=8))
     assert model_families(resnet) == {"resnet"} and model_families(cnn) == {"cnn"}
-    ensemble = EnsembleClassifierSUT([resnet, ClassifierSUT(KNNClassifier(torch.rand(4, 1024),
-                                                                                 torch.arange(4)))])
-    assert model_families(ensemble) == {"resnet", "knn"}
     from timm.models.convmixer import ConvMixer
 
+    convmixer = ClassifierSUT(OracleClassifier(ConvMixer(8, 1, 3, 4, in_chans=1, num_classes=11), not_a_class=10))
+    assert model_families(convmixer) == {"convmixer"}
+    assert model_families(EnsembleClassifierSUT([resnet, convmixer])) == {"resnet", "convmixer"}
     assert model_families(ClassifierSUT(ConvMixer(8, 1, 3, 4, in_chans=1, num_classes=10))) == {"convmixer"}
 
 

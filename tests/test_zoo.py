@@ -23,8 +23,8 @@ def test_tiny_build_writes_complete_entries_and_gates(tiny_zoo):
     oracle_gates = [f"{member}_{gate}" for member in get_profile("tiny").oracles
                     for gate in ("accuracy", "generated_accuracy")]
     assert names == ["sut_accuracy", "reconstruction_accuracy", "generated_accuracy", *oracle_gates,
-                     "judges_unanimous_accuracy", "judges_unanimous_generated_accuracy", "verdict_ceiling",
-                     "verdict_ceiling_sut_errors", "judges_unanimous_test_accuracy", "build_time_s"]
+                     "judges_vote_accuracy", "judges_vote_generated_accuracy", "verdict_ceiling",
+                     "verdict_ceiling_sut_errors", "build_time_s"]
     for gate in quality["gates"]:
         assert isinstance(gate["value"], float)
     assert 0.0 <= quality["gates"][0]["value"] <= 1.0
@@ -37,7 +37,7 @@ def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_c
     """The one test that trains the tiny base zoo, as ``zoo build --rebuild`` does (whatever the cache and the released
     weights hold): the cache folders the fixed zoo keeps (tests/data/tiny_zoo), gates near its, and the table that
     compares them (the fixed zoo standing for the released one). Training rounds differently on each CPU, so the
-    trained gates are compared loosely; the k-NN judge trains nothing, so its accuracy is nearly exact."""
+    trained gates are compared loosely."""
     from offline_guard import network_blocked
     from tiny_zoo import COMMITTED, folders
 
@@ -59,8 +59,8 @@ def test_the_tiny_profile_trains_from_scratch_into_the_kept_folders_with_gates_c
     for name, value in trained.items():
         if name != "build_time_s":
             assert 0.0 <= value <= 1.0, name
-    assert abs(trained["judge-knn_accuracy"] - kept["judge-knn_accuracy"]) <= 0.02
-    for name in ("sut_accuracy", "steer-cnn_accuracy", "oracle-1_accuracy", "judge-convmixer_accuracy"):
+    for name in ("sut_accuracy", "steer-cnn_accuracy", "oracle-1_accuracy", "oracle-2_accuracy",
+                 "judge-convmixer_accuracy", "judges_vote_accuracy"):
         assert abs(trained[name] - kept[name]) <= 0.25, (name, trained[name], kept[name])
 
 

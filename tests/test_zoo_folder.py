@@ -57,13 +57,15 @@ def test_a_folder_trains_a_profile_that_loads_by_uri_and_runs_a_campaign(channel
         assert set(labels[:20].tolist()) == set(range(CLASSES)), name
     zoo = load_zoo("shapes")
     names = {gate["name"] for gate in zoo.quality["gates"]}
-    assert {"sut_accuracy", "generated_accuracy", "verdict_ceiling", "judge-knn_accuracy"} <= names
+    assert {"sut_accuracy", "generated_accuracy", "verdict_ceiling", "oracle-1_accuracy",
+            "judges_vote_accuracy"} <= names
+    assert not [name for name in names if "knn" in name]
     generator = zoo.generator()
     image = generator.sample(generator.initial_noise(3), 1)
     assert image.shape == (1, channels, 16, 16) and torch.isfinite(image).all()
     assert resolve_zoo_uri("zoo://shapes/ldm").is_dir()
-    judges = zoo.oracle("judge-knn")
-    assert judges(image).shape == (1, CLASSES)
+    judge = zoo.oracle("judge-convmixer")  # the profile's classes and its "not a shape" answer, the last
+    assert judge(image).shape == (1, CLASSES + 1) and judge.not_a_class == CLASSES
 
     # the campaign config a user starts from, unedited: --profile points it at this profile and its demo SUT
     short = ["--cases.classes", "[0, 1]", "--cases.n_per_class", "1", "--cases.max_seed_tries", "200",
@@ -176,9 +178,12 @@ def test_a_folder_profile_on_full_trains_its_autoencoder_longer_and_has_the_fold
     assert on_full.autoencoder.max_steps == FOLDER_AUTOENCODER_STEPS > full.autoencoder.max_steps
     assert on_full.gates == FOLDER_GATES and on_full.sut.max_steps == 700
     assert on_full.denoiser == full.denoiser and on_full.oracles["oracle-1"] == full.oracles["oracle-1"]
+    # the template's judges (no pixel k-NN in their place) and their vote, as they are
+    assert on_full.oracles == full.oracles and on_full.vote == full.vote
     assert folder_profile_from("mine", None, "full", ["autoencoder.max_steps=300"]).autoencoder.max_steps == 300
     on_tiny = folder_profile_from("mine", None, "tiny")
     assert on_tiny.autoencoder == tiny.autoencoder and on_tiny.gates == tiny.gates
+    assert on_tiny.oracles == tiny.oracles and on_tiny.vote == tiny.vote
     # colour images get more latent channels on the full base (4 keep two of the three directions of colour)
     from hynea_pl.zoo.folder import FOLDER_COLOUR_LATENT_CHANNELS
 
@@ -202,6 +207,10 @@ def test_settings_change_a_field_and_its_type():
                                                    "oracles.oracle-1.widths=[4, 8]"])
     assert profile.denoiser.max_steps == 7 and profile.gates.verdict_ceiling == 0.5
     assert profile.oracles["oracle-1"].widths == (4, 8)
+    judged = apply_settings(get_profile("tiny"), ["vote.threshold=0.7", "oracles.oracle-2.not_digit_share=0.25"])
+    assert judged.vote.threshold == 0.7 and judged.oracles["oracle-2"].not_digit_share == 0.25
+    with pytest.raises(ValueError, match="no 'judge-knn'"):  # the k-NN judge is gone
+        apply_settings(get_profile("tiny"), ["oracles.judge-knn.k=3"])
     with pytest.raises(ValueError, match="no 'judge-nope'"):
         apply_settings(get_profile("tiny"), ["oracles.judge-nope.k=3"])
 

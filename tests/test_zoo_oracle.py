@@ -1,4 +1,5 @@
-"""The zoo's validity oracle: three independently trained members, their augmentation, loading API and gates."""
+"""The zoo's validity oracle: the steering member and three judges of two other families (their "not a digit"
+output), their augmentation, loading API and gates."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hynea_pl.zoo.augment import (
 )
 from hynea_pl.zoo.cache import is_complete
 from hynea_pl.zoo.labelled.config import OracleConfig
-from hynea_pl.zoo.labelled.oracle import KNN_JUDGE, ORACLE_NAMES, OracleClassifier, OracleNet, augment
+from hynea_pl.zoo.labelled.oracle import ORACLE_NAMES, ORACLE_ROLES, OracleClassifier, OracleNet, augment
 from hynea_pl.zoo.labelled.zoo import COMPONENTS, Zoo
 from hynea_pl.zoo.profiles import get_profile
 
@@ -28,9 +29,9 @@ def line_image() -> torch.Tensor:
 def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
     assert set(ORACLE_NAMES) <= set(COMPONENTS)
     assert Zoo.oracle_names() == {"steering": ["steer-cnn"],
-                                  "judges": ["oracle-1", "oracle-2", "judge-convmixer", "judge-knn"]}
+                                  "judges": ["oracle-1", "oracle-2", "judge-convmixer"]}
     entries = [tiny_zoo.entries[name] for name in ORACLE_NAMES]
-    assert len({entry.name for entry in entries}) == 5, "each member has its own config hash"
+    assert len({entry.name for entry in entries}) == 4, "each member has its own config hash"
     seeds, classes = set(), {}
     for name, entry in zip(ORACLE_NAMES, entries):
         assert is_complete(entry) and entry.name.startswith(f"{name}-")
@@ -38,17 +39,20 @@ def test_members_are_components_with_distinct_hashes_and_seeds(tiny_zoo):
         classes[name] = config["class_path"]
         assert config["preprocess"] == {"size": 32, "channels": 1, "mean": [0.5], "std": [0.5]}
         assert config["role"] == name
-        assert (entry / "model.safetensors").is_file() == (name != KNN_JUDGE)  # the k-NN keeps a recipe (below)
+        assert (entry / "model.safetensors").is_file()
         assert json.loads((entry / "build.json").read_text())["build_s"] > 0
         seeds.add(config["training"]["seed"])
+        # a judge reads like people: one output more than the digits, its "not a digit" answer
+        judge = name in ORACLE_ROLES["judges"]
+        assert ("not_digit_share" in config["training"]) == judge, name
+        assert config["init_args"]["num_classes"] == (11 if judge else 10), name
     assert classes == {"steer-cnn": "hynea_pl.zoo.labelled.classifier.SmallCNN",
                        "oracle-1": "hynea_pl.zoo.labelled.oracle.OracleNet",
                        "oracle-2": "hynea_pl.zoo.labelled.oracle.OracleNet",
-                       "judge-convmixer": "timm.models.convmixer.ConvMixer",
-                       "judge-knn": "hynea_pl.zoo.labelled.knn.KNNClassifier"}
+                       "judge-convmixer": "timm.models.convmixer.ConvMixer"}
     sut_seed = json.loads((tiny_zoo.entries["sut"] / "config.json").read_text())["training"]["seed"]
     trained = [json.loads((tiny_zoo.entries[n] / "config.json").read_text())["training"]["seed"]
-               for n in ORACLE_NAMES if n != "judge-knn"]  # the k-NN's seed only draws its elastic copies
+               for n in ORACLE_NAMES]
     assert len(set(trained)) == 4 and sut_seed not in trained
 
 
@@ -58,7 +62,7 @@ def test_judges_share_no_family_with_the_steering_member_or_the_sut(tiny_zoo):
     from hynea_pl.zoo.labelled.oracle_sut import ZooOracle
 
     judges, steering = ZooOracle("tiny", "judges"), ZooOracle("tiny", "steering")
-    assert model_families(judges) == {"resnet", "convmixer", "knn"}
+    assert model_families(judges) == {"resnet", "convmixer"}
     assert model_families(steering) == {"cnn"}
     assert not model_families(judges) & model_families(ClassifierSUT(tiny_zoo.sut()))
     assert ZooOracle("tiny", "judges", members=["oracle-1"]).member_names == ["oracle-1"]
@@ -72,11 +76,11 @@ def test_oracle_is_frozen_and_gives_logits_on_raw_images(tiny_zoo):
         oracle = tiny_zoo.oracle(name)
         assert not any(p.requires_grad for p in oracle.parameters())
         logits = oracle(images)
-        assert logits.shape == (5, 10) and torch.isfinite(logits).all()
-        assert oracle(images.expand(-1, 3, -1, -1)).shape == (5, 10), "RGB is averaged to grey"
-        if name == "judge-knn":
-            continue
+        outputs = 11 if name in ORACLE_ROLES["judges"] else 10  # a judge's last output: "not a digit"
+        assert logits.shape == (5, outputs) and torch.isfinite(logits).all()
+        assert oracle(images.expand(-1, 3, -1, -1)).shape == (5, outputs), "RGB is averaged to grey"
         assert isinstance(oracle, OracleClassifier) and not oracle.training
+        assert oracle.not_a_class == (10 if name in ORACLE_ROLES["judges"] else None), name
         oracle.train()
         assert not oracle.training and not oracle.network.training, "an oracle member stays in eval mode"
         # the normalisation is inside: the raw network on (x - 0.5) / 0.5 gives the same logits
@@ -91,8 +95,8 @@ def test_zoo_uri_resolves_each_member_to_its_state_dict(tiny_zoo):
     from hynea_pl.suts.preprocess import Preprocess
     from hynea_pl.zoo import resolve_zoo_uri
 
-    for name in ORACLE_NAMES:  # the k-NN member has no state dict: its entry folder holds its reference's recipe
-        target = tiny_zoo.entries[name] / ("" if name == KNN_JUDGE else "model.safetensors")
+    for name in ORACLE_NAMES:
+        target = tiny_zoo.entries[name] / "model.safetensors"
         assert resolve_zoo_uri(f"zoo://tiny/{name}") == target and resolve_path(f"zoo://tiny/{name}") == target
     # as a classifier in YAML: class_path OracleNet + init_args + weights zoo://tiny/oracle-1 + preprocess
     init_args = json.loads((tiny_zoo.entries["oracle-1"] / "config.json").read_text())["init_args"]
@@ -107,15 +111,17 @@ def test_gates_of_every_member_are_in_quality_json(tiny_zoo):
     for name in ORACLE_NAMES:
         for gate in (f"{name}_accuracy", f"{name}_generated_accuracy"):
             assert 0.0 <= gates[gate]["value"] <= 1.0, gate
-    for gate in ("judges_unanimous_accuracy", "judges_unanimous_generated_accuracy"):
+    for gate in ("judges_vote_accuracy", "judges_vote_generated_accuracy"):
         assert 0.0 <= gates[gate]["value"] <= 1.0
+    assert not [g for g in gates if "unanimous" in g or "knn" in g], "no gate of the removed k-NN or unanimity"
     assert all(gates[g]["threshold"] is None for g in gates), "tiny records its gates, never enforces them"
     full = get_profile("full").gates
-    assert full.oracle_accuracy == 0.99 and full.knn_accuracy == 0.98
+    assert full.oracle_accuracy == 0.98 and full.verdict_ceiling == 0.97 and not hasattr(full, "knn_accuracy")
     assert tiny_zoo.quality["gates"][-1]["name"] == "build_time_s"
 
 
 def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
+    from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
     from hynea_pl.zoo.labelled.gates import measure_oracle_gates
     from hynea_pl.zoo.splits import ImageSplit
 
@@ -134,17 +140,29 @@ def test_full_profile_gates_the_members_and_records_the_rest(monkeypatch):
             return torch.nn.functional.one_hot(predicted, 10).float() * self.confidence
 
     oracles = {"steer-cnn": Fixed(20), "oracle-1": Fixed(19, 5.0), "oracle-2": Fixed(10, 2.0)}
-    gates = {g.name: g for g in measure_oracle_gates(get_profile("full").gates, oracles, ["oracle-1", "oracle-2"],
-                                                     (images, labels), data)}
+
+    def measured(threshold: float | None) -> dict:
+        panel = EnsembleClassifierSUT([ClassifierSUT(oracles[n]) for n in ("oracle-1", "oracle-2")],
+                                      ["oracle-1", "oracle-2"], threshold=threshold)
+        return {g.name: g for g in measure_oracle_gates(get_profile("full").gates, oracles, panel,
+                                                        (images, labels), data)}
+
+    gates = measured(None)
     assert gates["steer-cnn_accuracy"].value == 1.0 and gates["steer-cnn_accuracy"].passed
     assert gates["oracle-1_accuracy"].value == 0.95 and not gates["oracle-1_accuracy"].passed
-    assert gates["oracle-1_accuracy"].fatal and gates["oracle-1_accuracy"].threshold == 0.99
+    assert gates["oracle-1_accuracy"].fatal and gates["oracle-1_accuracy"].threshold == 0.98
     assert gates["oracle-2_generated_accuracy"].threshold is None and gates["oracle-2_generated_accuracy"].passed
-    # unanimity: both judges right only on the first 10 (however confident oracle-1 is)
-    unanimous = gates["judges_unanimous_accuracy"]
-    assert unanimous.threshold is None and unanimous.value == 10 / 20
-    assert gates["judges_unanimous_generated_accuracy"].value == 10 / 20
     assert gates["steer-cnn_generated_accuracy"].value == 1.0
+    assert not [name for name in gates if "unanimous" in name]
+    # unanimity (no threshold): both judges right only on the first 10 (however confident oracle-1 is)
+    vote = gates["judges_vote_accuracy"]
+    assert vote.threshold is None and vote.value == 10 / 20
+    assert gates["judges_vote_generated_accuracy"].value == 10 / 20
+    # a vote at 0.5 follows the confident judge where the other errs (mean probability of the class ~0.502); at 0.55
+    # no class reaches it there: undecided, not right
+    assert measured(0.5)["judges_vote_accuracy"].value == 19 / 20
+    assert measured(0.5)["judges_vote_generated_accuracy"].value == 19 / 20
+    assert measured(0.55)["judges_vote_accuracy"].value == 10 / 20
 
 
 def test_dilation_thickens_and_erosion_thins_a_line():
@@ -221,54 +239,18 @@ def test_each_member_has_its_own_cache_key():
     changed, changed_manifest = entry_paths(reseeded)
     assert changed["oracle-1"] != entries["oracle-1"] and changed_manifest != manifest
     assert all(changed[n] == entries[n] for n in COMPONENTS if n != "oracle-1")
+    # what a judge learns to read through (and to refuse) is its training config: its key only
+    shy = replace(tiny, oracles={**tiny.oracles, "judge-convmixer": replace(tiny.oracles["judge-convmixer"],
+                                                                            not_digit_share=0.3)})
+    assert entry_paths(shy)[0]["judge-convmixer"] != entries["judge-convmixer"]
+    assert all(entry_paths(shy)[0][n] == entries[n] for n in COMPONENTS if n != "judge-convmixer")
+    # the judges' vote trains nothing: the same entries, another gated manifest
+    from hynea_pl.zoo.labelled.config import VoteConfig
+
+    revoted, revoted_manifest = entry_paths(replace(tiny, vote=VoteConfig(threshold=0.7)))
+    assert revoted == entries and revoted_manifest != manifest
     full = get_profile("full")
-    trained = {name: cfg.seed for name, cfg in full.oracles.items() if name != "judge-knn"}
-    assert len(set(trained.values()) | {full.sut.seed}) == 5
+    trained = {name: cfg.seed for name, cfg in full.oracles.items()}
+    assert len(trained) == 4 and len(set(trained.values()) | {full.sut.seed}) == 5
     with pytest.raises(ValueError, match="expected steer-cnn, oracle-1"):
         entry_paths(replace(tiny, oracles={"oracle-1": tiny.oracles["oracle-1"]}))
-
-
-def test_knn_distances_follow_a_loaded_reference():
-    """The kept reference norms are derived again when a state dict replaces the references."""
-    from hynea_pl.zoo.labelled.knn import KNNClassifier
-
-    torch.manual_seed(0)
-    labels = torch.randint(0, 10, (20,))
-    model = KNNClassifier(torch.rand(20, 8), labels)
-    other = torch.rand(20, 8)
-    model.load_state_dict({"reference": other, "labels": labels})
-    queries = torch.rand(3, 8)
-    torch.testing.assert_close(model.distances(queries), torch.cdist(queries, other), atol=1e-4, rtol=1e-4)
-
-
-def test_a_folder_knn_compares_light_and_dark_not_brightness_contrast_or_colour():
-    """A folder profile's k-NN embedding (standardized grey levels) is the same for a pattern in any two colours
-    (the lighter one drawn where the pattern is) at any contrast; every channel as it is (the recipe before) is not."""
-    from hynea_pl.zoo.labelled.knn import image_embedding
-
-    pattern = torch.rand(2, 1, 16, 16, generator=torch.Generator().manual_seed(0))
-    background, ink = torch.tensor([0.1, 0.5, 0.2]), torch.tensor([0.9, 0.6, 1.0])
-    coloured = background.view(1, 3, 1, 1) + (ink - background).view(1, 3, 1, 1) * pattern
-    faint_grey = 0.4 + 0.2 * pattern.expand(-1, 3, -1, -1)
-    standardized = [image_embedding(x, 1.0, straighten=False, standardize=True) for x in (coloured, faint_grey)]
-    assert standardized[0].shape == (2, 256)
-    torch.testing.assert_close(standardized[0], standardized[1], atol=1e-5, rtol=1e-5)
-    raw = [image_embedding(x, 1.0, straighten=False) for x in (coloured, faint_grey)]
-    assert raw[0].shape == (2, 768) and (raw[0] - raw[1]).abs().max() > 0.01
-
-
-def test_the_knn_entry_keeps_a_recipe_and_derives_its_reference_from_the_training_digits(tiny_zoo):
-    """No M x D floats in the cache: the reference is the profile's judges' split, augmented by the member's config."""
-    from hynea_pl.zoo.labelled.knn import reference_embeddings
-    from hynea_pl.zoo.mnist.data import load_digits
-
-    entry = tiny_zoo.entries[KNN_JUDGE]
-    assert not (entry / "model.safetensors").exists()
-    profile, judge = tiny_zoo.profile, tiny_zoo.oracle(KNN_JUDGE)
-    data = load_digits(profile.data).judges
-    reference, labels = reference_embeddings(data.train_images, data.train_labels, profile.oracles[KNN_JUDGE])
-    assert len(reference) == 9 * len(data.train_labels)  # every shift in [-1, 1]^2, no rotations or elastic copies
-    torch.testing.assert_close(judge.reference, reference)
-    assert torch.equal(judge.labels, labels)
-    # it reads the training digits it was derived from
-    assert (judge(data.train_images[:50]).argmax(1) == data.train_labels[:50]).float().mean() > 0.9

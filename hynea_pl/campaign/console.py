@@ -12,7 +12,7 @@ from rich.markup import escape
 from hynea_pl.campaign.summary import summary_table
 from hynea_pl.data import LabelledImages
 from hynea_pl.schema import CaseRecord
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE, reading_name
 
 console = Console()
 #: a case's line when the SUT flipped on a result its method did not accept (verdict ``unaccepted``)
@@ -51,8 +51,8 @@ def describe(index: int, total: int, record: CaseRecord) -> str:
     if record.flipped and record.accepted is False and not judged:  # no oracle: still marked
         outcome += f" -> {UNACCEPTED_TEXT}"
     if judged:
-        readings = (" ".join(map(str, record.judge_labels.values())) if record.judge_labels
-                    else str(record.oracle_result_label))
+        readings = " ".join(reading_name(label, short=True) for label in (
+            record.judge_labels.values() if record.judge_labels else [record.oracle_result_label]))
         outcome += f" -> {judged} (judges read {readings})"
     if record.stability_variants:
         outcome += f", holds on {record.stability_held}/{record.stability_variants} variants"

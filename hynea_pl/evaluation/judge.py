@@ -69,10 +69,12 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
 
     The reference the result must keep: multiclass cases keep the conditioning class (``origin_class``; the
     oracle's reading of the origin when the origin is unconditional); binary and detection cases keep the SUT's own
-    decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). The
-    judges must be unanimous (an ensemble oracle's members are asked one by one); a result they read as the SUT
-    does is never a valid failure. With a ``realism`` test, a result they read as the origin's class must also
-    pass it (else ``degraded``). A flip on a result its method did not accept (``record.accepted`` false) is
+    decision on the origin, the case's premise (the oracle's reading of the origin is recorded beside it). An
+    ensemble oracle's members decide as a panel (a calibrated vote, or unanimity:
+    :meth:`~hynea_pl.suts.EnsembleClassifierSUT.judge_labels`); a result they read as the SUT does is never a valid
+    failure. With a ``realism`` test, a result they read as the origin's class must also pass it (else
+    ``degraded``), unless the oracle has its own "not a digit" answer (:attr:`~hynea_pl.suts.SUT.reads_no_class`):
+    then the test is recorded, and the answer decides. A flip on a result its method did not accept (``record.accepted`` false) is
     ``unaccepted`` whatever the judges read; their readings and the realism test are still recorded.
     """
     if not judges_task(oracle.task, record.task):
@@ -97,5 +99,6 @@ def judge_case(oracle: SUT, record: CaseRecord, origin: Tensor, result: Tensor,
         realistic = bool(readings["passed"][1])
         fields.update(origin_realistic=bool(readings["passed"][0]), realistic=realistic,
                       realism_score=float(readings["score"][1]))
-    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, sut, realistic, record.accepted)
+    decides_realism = None if oracle.reads_no_class else realistic  # a "not a digit" answer is the realism part
+    fields["verdict"] = verdict(record.flipped, keep, judge_labels, sut_result, decides_realism, record.accepted)
     return fields

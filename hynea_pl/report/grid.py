@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from hynea_pl.images import load_image
 from hynea_pl.schema import CaseRecord
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE
+from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE, reading_name
 
 __all__ = ["VERDICT_STYLE", "case_grid", "caption", "draw_boxes", "layout_boxes", "upscale", "write_grids"]
 
@@ -63,7 +63,8 @@ def caption(record: CaseRecord) -> list[tuple[str, RGB]]:
         status = VERDICT_STYLE[UNACCEPTED]
     else:
         status = VERDICT_STYLE[record.verdict]
-    judges = [("judges " + " ".join(map(str, record.judge_labels.values())), BLACK)] if record.judge_labels else []
+    judges = ([("judges " + " ".join(reading_name(label, short=True) for label in record.judge_labels.values()), BLACK)]
+              if record.judge_labels else [])
     return [(record.case_id, BLACK), (f"{origin} -> SUT label {label}", BLACK), *judges, status]
 
 

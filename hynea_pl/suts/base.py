@@ -182,6 +182,12 @@ class SUT(nn.Module):
         the same by judge name for a panel of named judges (``None``: one judge, this model's reading)."""
         return [self.judge_reading(output, target)[0]], None
 
+    @property
+    def reads_no_class(self) -> bool:
+        """Whether this model, as a validity oracle, can answer that an image shows none of the classes (the zoo
+        judges' "not a digit"): then that answer is the verdict's realism part and a realism test is only recorded."""
+        return False
+
     def verdict_ceiling(self, realism: nn.Module | None) -> float | None:
         """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) when this model judges with ``realism``: the
         fraction of real test images of a known class that it and the realism test call valid, where it has been

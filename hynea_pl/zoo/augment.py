@@ -1,5 +1,8 @@
 """Batched image augmentations for the zoo's models (torch ops, fast on CPU): affine warps (shift, rotation, scale),
-stroke-width changes (grey dilation / erosion), elastic deformation, faint pixel noise and plain integer shifts.
+stroke-width changes (grey dilation / erosion), elastic deformation, faint pixel noise and plain integer shifts;
+and the changes people shrug off when they read a digit (:func:`random_blur`, :func:`random_dimming`,
+:func:`random_erasure`, :func:`random_occlusion`, :func:`random_lighting`), which the judges of the verdict learn to
+read through.
 
 Images ``(B, C, H, W)`` in [0, 1] in, the same shape in [0, 1] out."""
 
@@ -141,3 +144,139 @@ def random_shift(images: torch.Tensor, max_shift: int, generator: torch.Generato
     return torch.stack(
         [padded[i, :, dy : dy + h, dx : dx + w] for i, (dy, dx) in enumerate(offsets.tolist())]
     )
+
+
+def _chosen(n: int, prob: float, generator: torch.Generator | None) -> torch.Tensor:
+    """``(n,)`` bool, each true with probability ``prob`` (drawn on the CPU: the same draws on any device)."""
+    return torch.rand(n, generator=generator) < prob
+
+
+def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of standard deviation ``sigma`` px (the edge repeats), the same shape."""
+    if sigma <= 0:
+        return images
+    radius = max(1, math.ceil(2 * sigma))
+    offsets = torch.arange(-radius, radius + 1, dtype=images.dtype, device=images.device)
+    kernel = torch.exp(-offsets**2 / (2 * sigma**2))
+    kernel = kernel / kernel.sum()
+    c = images.shape[1]
+    out = F.pad(images, (radius,) * 4, mode="replicate")
+    out = F.conv2d(out, kernel.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    return F.conv2d(out, kernel.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+
+
+def random_blur(images: torch.Tensor, prob: float, max_sigma: float, generator: torch.Generator | None = None,
+                levels: int = 4) -> torch.Tensor:
+    """Blur each image with probability ``prob`` by a Gaussian of sigma drawn from ``levels`` steps up to
+    ``max_sigma`` px (a generator's soft, out-of-focus strokes)."""
+    if prob <= 0 or max_sigma <= 0:
+        return images
+    chosen = _chosen(images.shape[0], prob, generator)
+    level = torch.randint(1, levels + 1, (images.shape[0],), generator=generator)
+    out = images.clone()
+    for step in range(1, levels + 1):
+        where = (chosen & (level == step)).to(images.device)
+        if where.any():
+            out[where] = gaussian_blur(images[where], max_sigma * step / levels)
+    return out
+
+
+def random_dimming(images: torch.Tensor, prob: float, min_factor: float,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """Multiply each image, with probability ``prob``, by a factor in ``[min_factor, 1]``: a fainter digit."""
+    if prob <= 0:
+        return images
+    b = images.shape[0]
+    factor = torch.where(_chosen(b, prob, generator), _uniform(b, min_factor, 1.0, generator), torch.ones(b))
+    return images * factor.view(b, 1, 1, 1).to(images)
+
+
+def erase_cells(images: torch.Tensor, keep: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Black out random square cells of 1, 2 or 3 px (the size drawn per image), keeping each cell with probability
+    ``keep (B,)``: a stroke broken into fragments (DeepXplore's "blackout" at its strongest)."""
+    b, c, h, w = images.shape
+    cells = torch.randint(1, 4, (b,), generator=generator)
+    out = images.clone()
+    for cell in (1, 2, 3):
+        where = cells == cell
+        if not where.any():
+            continue
+        grid = torch.rand((int(where.sum()), 1, -(-h // cell), -(-w // cell)), generator=generator)
+        mask = (grid < keep[where].view(-1, 1, 1, 1)).to(images)
+        mask = mask.repeat_interleave(cell, 2).repeat_interleave(cell, 3)[..., :h, :w]
+        out[where.to(images.device)] = images[where.to(images.device)] * mask
+    return out
+
+
+def random_erasure(images: torch.Tensor, prob: float, min_keep: float, max_keep: float = 0.9,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """With probability ``prob``, break each image's strokes (:func:`erase_cells`, keeping a share of cells drawn in
+    ``[min_keep, max_keep]``)."""
+    if prob <= 0:
+        return images
+    chosen = _chosen(images.shape[0], prob, generator)
+    if not chosen.any():
+        return images
+    out = images.clone()
+    where = chosen.to(images.device)
+    out[where] = erase_cells(images[where], _uniform(int(chosen.sum()), min_keep, max_keep, generator), generator)
+    return out
+
+
+def rectangles(n: int, h: int, w: int, low: int, high: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``(n, 1, h, w)`` masks, 1 inside one random rectangle per image with sides in ``[low, high]`` px."""
+    sides = torch.randint(low, high + 1, (2, n), generator=generator)
+    sides = torch.stack([sides[0].clamp(max=h), sides[1].clamp(max=w)])
+    y0 = (torch.rand(n, generator=generator) * (h - sides[0] + 1)).long()
+    x0 = (torch.rand(n, generator=generator) * (w - sides[1] + 1)).long()
+    ys, xs = torch.arange(h).view(1, h, 1), torch.arange(w).view(1, 1, w)
+    inside = ((ys >= y0.view(n, 1, 1)) & (ys < (y0 + sides[0]).view(n, 1, 1))
+              & (xs >= x0.view(n, 1, 1)) & (xs < (x0 + sides[1]).view(n, 1, 1)))
+    return inside.unsqueeze(1).float()
+
+
+def random_occlusion(images: torch.Tensor, prob: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    """With probability ``prob``, cover a rectangle of each image (sides 4-11 px on 32 px) with a bright patch (salt
+    dots or uniform noise, drawn over the digit: DeepXplore's occlusion); with probability ``prob / 2`` more, black out
+    a smaller one (3-7 px) that hides part of a stroke."""
+    if prob <= 0:
+        return images
+    b, c, h, w = images.shape
+    out = images.clone()
+    bright = _chosen(b, prob, generator)
+    n = int(bright.sum())
+    if n:
+        mask = rectangles(n, h, w, max(1, h // 8), max(2, h // 3), generator)
+        density = _uniform(n, 0.3, 0.9, generator).view(n, 1, 1, 1)
+        dots = (torch.rand((n, 1, h, w), generator=generator) < density).float()
+        noise = torch.rand((n, 1, h, w), generator=generator)
+        patch = torch.where(_chosen(n, 0.5, generator).view(n, 1, 1, 1), dots, noise).to(images)
+        where = bright.to(images.device)
+        out[where] = torch.where(mask.to(images) > 0, torch.maximum(out[where], patch), out[where])
+    dark = _chosen(b, prob / 2, generator)
+    n = int(dark.sum())
+    if n:
+        mask = rectangles(n, h, w, max(1, 3 * h // 32), max(2, 7 * h // 32), generator).to(images)
+        out[dark.to(images.device)] = out[dark.to(images.device)] * (1 - mask)
+    return out
+
+
+def random_lighting(images: torch.Tensor, prob: float, max_level: float,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+    """With probability ``prob``, raise the background of each image to a grey level in ``[0.1, max_level]``
+    (``level + (1 - level) * x``): over the whole image (3 in 5) or a rectangle of at least ``3/8`` of its side
+    (DeepXplore's lighting change)."""
+    if prob <= 0:
+        return images
+    b, c, h, w = images.shape
+    chosen = _chosen(b, prob, generator)
+    n = int(chosen.sum())
+    if not n:
+        return images
+    level = _uniform(n, 0.1, max_level, generator).view(n, 1, 1, 1).to(images)
+    region = torch.where(_chosen(n, 0.6, generator).view(n, 1, 1, 1), torch.ones(n, 1, h, w),
+                         rectangles(n, h, w, 3 * h // 8, h, generator)).to(images)
+    out = images.clone()
+    where = chosen.to(images.device)
+    out[where] = torch.where(region > 0, level + (1 - level) * images[where], images[where])
+    return out

@@ -29,7 +29,7 @@ COMPLETE_MARKER = "COMPLETE"
 #: the labelled-image models: (module, name before, name now)
 _LABELLED_CLASSES = (
     ("classifier", "DigitCNN", "SmallCNN"), ("oracle", "OracleNet", "OracleNet"),
-    ("knn", "KNNDigitClassifier", "KNNClassifier"), ("embedder", "DigitEmbedder", "ImageEmbedder"),
+    ("embedder", "DigitEmbedder", "ImageEmbedder"),
     ("oracle_sut", "ZooOracle", "ZooOracle"), ("realism", "ZooTypicality", "ZooTypicality"),
     ("acceptance", "ZooAcceptance", "ZooAcceptance"),
 )

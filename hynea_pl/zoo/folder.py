@@ -29,7 +29,7 @@ from hynea_pl.data.image_store import (
 )
 from hynea_pl.zoo import train
 from hynea_pl.zoo.cache import zoo_dir
-from hynea_pl.zoo.labelled.config import FolderGateConfig, GateConfig, PixelKNNOracleConfig, ZooProfile
+from hynea_pl.zoo.labelled.config import FolderGateConfig, GateConfig, ZooProfile
 from hynea_pl.zoo.labelled.zoo import Zoo, build_zoo
 from hynea_pl.zoo.mnist.profiles import PROFILES
 from hynea_pl.zoo.profiles import register_profile_source
@@ -46,7 +46,7 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 #: MNIST folder passes the digits' own); the build prints each value beside its threshold, and ``--set
 #: gates.NAME=VALUE`` changes one.
 FOLDER_GATES = FolderGateConfig(
-    sut_accuracy=0.80, oracle_accuracy=0.80, knn_accuracy=0.60, reconstruction_accuracy=0.75,
+    sut_accuracy=0.80, oracle_accuracy=0.80, reconstruction_accuracy=0.75,
     generated_accuracy=0.70, verdict_ceiling=0.60, max_build_s=1500.0,
 )
 
@@ -227,8 +227,8 @@ def apply_settings(profile: ZooProfile, settings: Sequence[str]) -> ZooProfile:
 
 def folder_profile_from(name: str, data: FolderDataConfig | None, base: str = "full",
                         settings: Sequence[str] = ()) -> ZooProfile:
-    """The profile ``name`` of ``data`` on the built-in profile ``base``: its model configs, the k-NN judge on pixels
-    (no deskewing: a digit's slant means nothing elsewhere), then on ``full`` the autoencoder's
+    """The profile ``name`` of ``data`` on the built-in profile ``base``: its model configs (its judges and their vote
+    included), then on ``full`` the autoencoder's
     :data:`FOLDER_AUTOENCODER_STEPS` (and, for colour images, :data:`FOLDER_COLOUR_LATENT_CHANNELS` and
     :data:`FOLDER_COLOUR_DENOISER_STEPS`) and the gates
     :data:`FOLDER_GATES` (``tiny`` keeps its own steps and gates:
@@ -236,8 +236,6 @@ def folder_profile_from(name: str, data: FolderDataConfig | None, base: str = "f
     if base not in PROFILES:
         raise ValueError(f"unknown base profile {base!r}; choose one of {sorted(PROFILES)}")
     template = PROFILES[base]
-    knn = template.oracles["judge-knn"]
-    oracles = {**template.oracles, "judge-knn": PixelKNNOracleConfig(**dataclasses.asdict(knn))}
     if base == "full":
         colour = data is not None and data.channels == 3
         template = dataclasses.replace(template, gates=FOLDER_GATES, autoencoder=dataclasses.replace(
@@ -246,7 +244,7 @@ def folder_profile_from(name: str, data: FolderDataConfig | None, base: str = "f
         if colour:
             template = dataclasses.replace(template, denoiser=dataclasses.replace(
                 template.denoiser, max_steps=FOLDER_COLOUR_DENOISER_STEPS))
-    profile = dataclasses.replace(template, name=name, data=data, oracles=oracles)
+    profile = dataclasses.replace(template, name=name, data=data)
     return apply_settings(profile, settings)
 
 

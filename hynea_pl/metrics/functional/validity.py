@@ -5,15 +5,15 @@ reveals a fault of the SUT, and only on a result its method accepted (a case tha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from hynea_pl.verdicts import AMBIGUOUS, DEGRADED, NO_FLIP, SEMANTIC_CHANGE, UNACCEPTED, VALID_FAILURE, Verdict
+from hynea_pl.verdicts import (
+    AMBIGUOUS, DEGRADED, NO_FLIP, NOT_A_CLASS, SEMANTIC_CHANGE, UNACCEPTED, UNDECIDED, VALID_FAILURE, Verdict,
+)
 
 __all__ = ["verdict"]
 
 
 def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], sut_result_label: int | None,
-            sut: Any = None, realistic: bool | None = None, accepted: bool | None = None) -> Verdict:
+            realistic: bool | None = None, accepted: bool | None = None) -> Verdict:
     """One case's verdict.
 
     Args:
@@ -22,12 +22,11 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
             class, or the judges' reading of the origin when the origin is unconditional; binary: the SUT's
             decision on the tested attribute of the origin, the case's premise; detection: 1, the SUT detected the
             class in the origin).
-        judge_labels: each judge's decision on the result, in the same terms (one entry for a single judge).
+        judge_labels: each judge's decision on the result, in the same terms (one entry for a single judge, or for a
+            panel that decides together: :func:`hynea_pl.suts.ensemble.panel_decisions`); :data:`~hynea_pl.verdicts.UNDECIDED` and
+            :data:`~hynea_pl.verdicts.NOT_A_CLASS` name no class.
         sut_result_label: the SUT's decision on the result, in the same terms (detection: 1 while the class is
             still among its top-k); ``None`` when unknown.
-        sut: the SUT of the case, or its class (:func:`hynea_pl.suts.task_class` of the record's task): its
-            ``decision_is_class`` says what the judges agreeing on a third decision means; ``None``: a class
-            decision (multiclass).
         realistic: whether the result passed the realism (typicality) test; ``None``: no test configured.
         accepted: whether the method's own success criterion held for the result (``CaseRecord.accepted``);
             ``False``: the case ended without a result its method accepted and the result is its best try;
@@ -35,12 +34,11 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
     Returns:
         ``no_flip`` when the SUT did not flip; ``unaccepted`` when it flipped on a result its method did not
         accept (``accepted`` is ``False``: never a failure, whatever the judges read); ``ambiguous`` when the
-        judges are split; ``semantic_change`` when they read what the SUT reads on the result (the image changed,
-        the SUT was right: never a failure);
-        ``valid_failure`` when they keep the reference and the result is realistic, ``degraded`` when they keep
-        it but the result is off the real-input manifold (a scribble the class can still be read in); otherwise
-        ``ambiguous`` when the SUT decides a class (``decision_is_class``, multiclass: a third class), else
-        ``semantic_change`` (binary, detection: the reference is lost).
+        judges are split or undecided; ``degraded`` when they read no class ("not a digit"); ``semantic_change``
+        when they read what the SUT reads on the result, or any other class than the reference (the image changed,
+        the SUT was right: never a failure); ``valid_failure`` when they keep the reference and the result is
+        realistic, ``degraded`` when they keep it but the result is off the real-input manifold (a scribble the
+        class can still be read in).
     """
     if not flipped:
         return NO_FLIP
@@ -51,8 +49,10 @@ def verdict(flipped: bool, reference_label: int, judge_labels: Sequence[int], su
     if len(set(judge_labels)) > 1:
         return AMBIGUOUS
     label = judge_labels[0]
-    if sut_result_label is not None and label == sut_result_label:
-        return SEMANTIC_CHANGE
-    if label == reference_label:
+    if label == UNDECIDED:
+        return AMBIGUOUS
+    if label == NOT_A_CLASS:
+        return DEGRADED
+    if label == reference_label and (sut_result_label is None or label != sut_result_label):
         return DEGRADED if realistic is False else VALID_FAILURE
-    return AMBIGUOUS if sut is None or sut.decision_is_class else SEMANTIC_CHANGE
+    return SEMANTIC_CHANGE

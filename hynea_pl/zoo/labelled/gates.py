@@ -12,11 +12,11 @@ from torchvision.utils import save_image
 
 from hynea_pl.evaluation.ceiling import read_real_images
 from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.suts.ensemble import EnsembleClassifierSUT
 from hynea_pl.verdicts import VERDICT_CEILING
 from hynea_pl.zoo.labelled.autoencoder import reconstruct
 from hynea_pl.zoo.labelled.classifier import SmallCNN, accuracy, normalize
 from hynea_pl.zoo.labelled.config import GateConfig
-from hynea_pl.zoo.labelled.oracle import KNN_JUDGE
 from hynea_pl.zoo.quality import Gate
 from hynea_pl.zoo.splits import ImageSplit
 
@@ -87,38 +87,36 @@ def _hit_rate(probs: torch.Tensor, labels: torch.Tensor) -> float:
     return (probs.argmax(-1) == labels).sum().item() / len(labels)
 
 
-def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], judges: list[str],
+def measure_oracle_gates(gates: GateConfig, oracles: dict[str, nn.Module], panel: EnsembleClassifierSUT,
                          samples: tuple[torch.Tensor, torch.Tensor], data: ImageSplit) -> list[Gate]:
-    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``, the k-NN judge by ``knn_accuracy``) and on the generated
-    ``samples`` against their class (recorded), then the judges' unanimous accuracy on both (recorded: the
-    fraction of digits every judge reads as their class, as a verdict needs them)."""
+    """Each oracle member's accuracy on the held-out digits (gated by ``oracle_accuracy``) and on the generated
+    ``samples`` against their class (recorded), then the judges' ``panel`` on both (recorded: the fraction of
+    digits their vote reads as their class, as a verdict needs them)."""
     images, labels = samples
-    result, held_out, generated = [], {}, {}
+    result = []
     for name, oracle in oracles.items():
-        held_out[name], generated[name] = probabilities(oracle, data.test_images), probabilities(oracle, images)
-        threshold = gates.knn_accuracy if name == KNN_JUDGE else gates.oracle_accuracy
-        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out[name], data.test_labels), threshold))
-        result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated[name], labels), None))
-    for suffix, probs, truth in (("", held_out, data.test_labels), ("_generated", generated, labels)):
-        unanimous = torch.stack([probs[name].argmax(-1) == truth for name in judges]).all(0)
-        result.append(Gate(f"judges_unanimous{suffix}_accuracy", unanimous.double().mean().item(), None))
+        held_out, generated = probabilities(oracle, data.test_images), probabilities(oracle, images)
+        result.append(Gate(f"{name}_accuracy", _hit_rate(held_out, data.test_labels), gates.oracle_accuracy))
+        result.append(Gate(f"{name}_generated_accuracy", _hit_rate(generated, labels), None))
+    for suffix, shown, truth in (("", data.test_images, data.test_labels), ("_generated", images, labels)):
+        reads = panel.panel_readings(shown)[0] == truth
+        result.append(Gate(f"judges_vote{suffix}_accuracy", reads.double().mean().item(), None))
     return result
 
 
-def measure_ceiling_gates(gates: GateConfig, judges: dict[str, nn.Module], realism: TypicalityTest,
+def measure_ceiling_gates(gates: GateConfig, panel: EnsembleClassifierSUT, realism: TypicalityTest,
                           sut: SmallCNN, data: ImageSplit) -> list[Gate]:
     """The verdict's ceiling (:mod:`hynea_pl.evaluation.ceiling`) on the held-out test digits of ``data``, which no
     zoo model trains on and which are ``realism``'s reference (each judged left out of it): the fraction the verdict
-    (``judges`` unanimous on the digit's class, and ``realism``) calls valid, gated by ``verdict_ceiling``; the same
-    among the SUT's mistakes on them (its natural failures: how often the verdict recognises a true failure) and the
-    judges' unanimous accuracy, recorded."""
-    readings = read_real_images(judges, realism, lambda x: sut(normalize(x)), data.test_images, data.test_labels,
+    (the judges' ``panel`` reads the digit's class; ``realism`` too where it decides) calls valid, gated by
+    ``verdict_ceiling``; the same among the SUT's mistakes on them (its natural failures: how often the verdict
+    recognises a true failure), recorded."""
+    readings = read_real_images(panel, realism, lambda x: sut(normalize(x)), data.test_images, data.test_labels,
                                 are_reference=True)
     on_all, on_errors = readings.rates(), readings.rates(~readings.sut_correct)
     return [
         Gate(VERDICT_CEILING, on_all["valid"], gates.verdict_ceiling),
         Gate("verdict_ceiling_sut_errors", on_errors["valid"], None),
-        Gate("judges_unanimous_test_accuracy", on_all["unanimous"], None),
     ]
 
 
@@ -136,8 +134,6 @@ def gate_advice(name: str) -> str:
     if name == "verdict_ceiling":
         return ("the judges and the realism test reject real held-out images: train the judges longer "
                 "(oracles.NAME.max_steps) or lower gates.verdict_ceiling")
-    if name == f"{KNN_JUDGE}_accuracy":
-        return "a k-NN on pixels suits aligned images: lower gates.knn_accuracy, or add images"
     if name.endswith("_accuracy"):
         member = name.removesuffix("_accuracy")
         return f"judge {member} learns too little: raise oracles.{member}.max_steps"

@@ -2,13 +2,14 @@
 stronger augmentation) that judge whether a generated test image still shows its original digit.
 
 ``steer-cnn`` is the steering member (a method may use it in its loss or stop rule): a plain CNN. The judges
-(they only judge, unanimously) are of three other families: two residual CNNs (``oracle-1``, ``oracle-2``),
-timm's ConvMixer (``judge-convmixer``) and a k-NN vote over deskewed pixels (``judge-knn``).
+(they only judge, as a panel: :class:`~hynea_pl.suts.EnsembleClassifierSUT`) are of two other families: two residual
+CNNs (``oracle-1``, ``oracle-2``) and timm's ConvMixer (``judge-convmixer``). A judge trained to read like people
+(:class:`~hynea_pl.zoo.labelled.config.PeopleChanges`) has one more output, its "not a digit" answer
+(:attr:`OracleClassifier.not_a_class`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Sequence
@@ -21,18 +22,17 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
 
-from hynea_pl.zoo.augment import random_affine, random_elastic, random_noise, random_stroke
+from hynea_pl.zoo.augment import (
+    random_affine, random_blur, random_dimming, random_elastic, random_erasure, random_lighting, random_noise,
+    random_occlusion, random_stroke,
+)
 from hynea_pl.zoo.cache import import_class
 from hynea_pl.zoo.labelled.classifier import SmallCNN, normalize, note_training_data
-from hynea_pl.zoo.labelled.config import CNNOracleConfig, ConvMixerOracleConfig, KNNOracleConfig, OracleConfig
-from hynea_pl.zoo.labelled.knn import KNNClassifier, reference_embeddings
-from hynea_pl.zoo.splits import implied_data_class
+from hynea_pl.zoo.labelled.config import CNNOracleConfig, ConvMixerOracleConfig, OracleConfig, PeopleChanges
+from hynea_pl.zoo.outliers import not_digits
 
 #: The members' roles: the steering member may guide a search, the judges never do.
-#: The k-NN member: no weights, its reference is derived from the training digits at load.
-KNN_JUDGE = "judge-knn"
-ORACLE_ROLES: dict[str, list[str]] = {"steering": ["steer-cnn"],
-                                      "judges": ["oracle-1", "oracle-2", "judge-convmixer", KNN_JUDGE]}
+ORACLE_ROLES: dict[str, list[str]] = {"steering": ["steer-cnn"], "judges": ["oracle-1", "oracle-2", "judge-convmixer"]}
 ORACLE_NAMES: tuple[str, ...] = (*ORACLE_ROLES["steering"], *ORACLE_ROLES["judges"])
 
 
@@ -84,12 +84,14 @@ class OracleNet(nn.Module):
 
 class OracleClassifier(nn.Module):
     """A frozen oracle member on RAW images: ``(B, C, S, S)`` in [0, 1] -> logits ``(B, num_classes)`` (RGB is
-    averaged to grey for a grey network, then normalised as the zoo's classifiers expect). Always in eval mode."""
+    averaged to grey for a grey network, then normalised as the zoo's classifiers expect). Always in eval mode.
+    ``not_a_class``: the output of a judge's "not a digit" answer (its last), ``None`` for a member without one."""
 
-    def __init__(self, network: nn.Module, in_channels: int = 1) -> None:
+    def __init__(self, network: nn.Module, in_channels: int = 1, not_a_class: int | None = None) -> None:
         super().__init__()
         self.network = network.requires_grad_(False)
         self.in_channels = in_channels
+        self.not_a_class = not_a_class
         self.eval()
 
     @property
@@ -111,8 +113,9 @@ class OracleClassifier(nn.Module):
 
 def oracle_network(cfg: OracleConfig, data: Any) -> tuple[nn.Module, str, dict]:
     """A fresh network for a trained member's config on a profile's images (its data config ``data``), with its
-    class path and init args (for ``config.json``)."""
-    channels, num_classes = data.channels, data.num_classes
+    class path and init args (for ``config.json``). A judge that reads like people (:class:`PeopleChanges`) has one
+    output more than the profile has classes: its "not a digit" answer."""
+    channels, num_classes = data.channels, data.num_classes + int(isinstance(cfg, PeopleChanges))
     if isinstance(cfg, ConvMixerOracleConfig):
         from timm.models.convmixer import ConvMixer
 
@@ -132,66 +135,66 @@ def oracle_role(name: str) -> str:
     return "steering" if name in ORACLE_ROLES["steering"] else "judge"
 
 
-def load_oracle(entry: Path) -> nn.Module:
+def load_oracle(entry: Path) -> OracleClassifier:
     """The frozen member of a zoo oracle entry (``config.json`` + ``model.safetensors``), on raw images: an
-    :class:`OracleClassifier` around a trained network, or the :class:`~hynea_pl.zoo.labelled.knn.KNNClassifier`
-    (its reference derived from the recipe in ``config.json``, or read from an entry that stored it)."""
+    :class:`OracleClassifier` around the trained network (a judge trained to read like people: with its "not a
+    digit" output, the last)."""
     config = json.loads((entry / "config.json").read_text())
-    network_class = import_class(config["class_path"])
-    weights = entry / "model.safetensors"
-    if network_class is KNNClassifier:
-        if weights.is_file():
-            state = load_file(str(weights))
-            reference, labels = state["reference"], state["labels"]
-        else:
-            reference, labels = knn_reference(json.dumps(config["reference"], sort_keys=True))
-        return note_training_data(KNNClassifier(reference, labels, **config["init_args"]).eval(), config)
-    network = network_class(**config["init_args"])
-    network.load_state_dict(load_file(str(weights)))
-    return note_training_data(OracleClassifier(network, config["preprocess"]["channels"]), config)
-
-
-@functools.lru_cache(maxsize=2)
-def knn_reference(recipe: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The k-NN member's reference ``(M, D)`` and labels ``(M,)`` from its recipe (JSON: the profile's data config,
-    its class unless unnamed recipes imply it (:func:`hynea_pl.zoo.splits.recipe_data_class`), the split it keeps
-    and the :class:`KNNOracleConfig`), derived once per process."""
-    from hynea_pl.zoo.labelled.config import PixelKNNOracleConfig
-
-    recipe = json.loads(recipe)
-    data_class = import_class(recipe["data_class"]) if "data_class" in recipe else implied_data_class()
-    fields = {key: tuple(value) if isinstance(value, list) else value for key, value in recipe["data"].items()}
-    data = data_class(**fields).read_splits()[recipe["split"]]
-    if "deskew" in recipe["knn"]:  # a folder profile's (recorded before standardize: every channel as it is)
-        config = PixelKNNOracleConfig(**{"standardize": False, **recipe["knn"]})
-    else:
-        config = KNNOracleConfig(**recipe["knn"])
-    return reference_embeddings(data.train_images.float(), data.train_labels, config)
+    network = import_class(config["class_path"])(**config["init_args"])
+    network.load_state_dict(load_file(str(entry / "model.safetensors")))
+    not_a_class = config["init_args"]["num_classes"] - 1 if "not_digit_share" in config["training"] else None
+    return note_training_data(OracleClassifier(network, config["preprocess"]["channels"], not_a_class), config)
 
 
 def augment(images: torch.Tensor, cfg: OracleConfig, generator: torch.Generator | None = None) -> torch.Tensor:
     """The oracle's training augmentation on ``(B, C, H, W)`` in [0, 1] (digits, or the 64x64 digit scenes of
-    :mod:`hynea_pl.zoo.scenes.attributes`): stroke width, elastic, affine, then pixel noise. ``cfg`` is an
+    :mod:`hynea_pl.zoo.scenes.attributes`): stroke width, elastic, affine, then (a judge that reads like people,
+    :class:`PeopleChanges`) blur, dimming, broken strokes, occlusion and lighting, then pixel noise. ``cfg`` is an
     :class:`OracleConfig` or any config with its augmentation fields."""
     images = random_stroke(images, cfg.stroke_prob, cfg.stroke_kernel, generator)
     images = random_elastic(images, cfg.elastic_prob, cfg.elastic_alpha, cfg.elastic_grid, generator)
     images = random_affine(images, cfg.max_shift, cfg.max_rotation, cfg.max_scale, generator)
+    if isinstance(cfg, PeopleChanges):
+        images = random_blur(images, cfg.blur_prob, cfg.blur_max_sigma, generator)
+        images = random_dimming(images, cfg.dim_prob, cfg.dim_min_factor, generator)
+        images = random_erasure(images, cfg.erase_prob, cfg.erase_min_keep, generator=generator)
+        images = random_occlusion(images, cfg.occlusion_prob, generator)
+        images = random_lighting(images, cfg.lighting_prob, cfg.lighting_max_level, generator)
     return random_noise(images, cfg.noise_prob, cfg.noise_max_std, generator)
 
 
-class OracleTraining(L.LightningModule):
-    """Trains an oracle member's network: augmented batches, label-smoothed cross entropy, AdamW, linear warm-up then
-    cosine decay."""
+def with_not_digits(images: torch.Tensor, labels: torch.Tensor, share: float, not_digit_label: int,
+                    generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch ``(B, C, H, W)``, ``(B,)`` plus ``round(share * B)`` images that show no digit, made from the batch's
+    first images (:func:`~hynea_pl.zoo.outliers.not_digits`) and labelled ``not_digit_label``."""
+    n = round(share * len(images))
+    if n <= 0:
+        return images, labels
+    made = not_digits(images[:n], generator)
+    return torch.cat([images, made]), torch.cat([labels, labels.new_full((n,), not_digit_label)])
 
-    def __init__(self, model: nn.Module, cfg: OracleConfig) -> None:
+
+class OracleTraining(L.LightningModule):
+    """Trains an oracle member's network: augmented batches (a judge that reads like people: plus images that show no
+    digit, labelled ``not_digit_label``), label-smoothed cross entropy, AdamW, linear warm-up then cosine decay."""
+
+    def __init__(self, model: nn.Module, cfg: OracleConfig, not_digit_label: int | None = None) -> None:
         super().__init__()
+        if isinstance(cfg, PeopleChanges) and not_digit_label is None:
+            raise ValueError("a judge that reads like people needs the label of its 'not a digit' answer")
         self.model = model
         self.cfg = cfg
+        self.not_digit_label = not_digit_label
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         images, labels = batch
         with torch.no_grad():
-            images = augment(images, self.cfg)
+            if isinstance(self.cfg, PeopleChanges):  # the judge's "not a digit" answer: one class past the digits'
+                extra = with_not_digits(images, labels, self.cfg.not_digit_share, self.not_digit_label)
+                images = torch.cat([augment(images, self.cfg), extra[0][len(images):]])
+                labels = extra[1]
+            else:
+                images = augment(images, self.cfg)
         loss = F.cross_entropy(self.model(normalize(images)), labels, label_smoothing=self.cfg.label_smoothing)
         self.log("loss", loss, prog_bar=True)
         return loss

@@ -19,10 +19,9 @@ from hynea_pl.generators.conditioning import ClassEmbedding
 from hynea_pl.zoo.labelled.autoencoder import AutoencoderTraining, encode_latents
 from hynea_pl.zoo.labelled.classifier import ClassifierTraining, SmallCNN
 from hynea_pl.zoo.labelled.config import (
-    AutoencoderConfig, ClassifierConfig, DenoiserConfig, KNNOracleConfig, OracleConfig,
+    AutoencoderConfig, ClassifierConfig, DenoiserConfig, OracleConfig,
 )
 from hynea_pl.zoo.labelled.denoiser import EMA, DenoiserTraining
-from hynea_pl.zoo.labelled.knn import KNNClassifier, deskews, standardizes
 from hynea_pl.zoo.labelled.oracle import OracleTraining, oracle_network, oracle_role
 from hynea_pl.zoo.splits import ImageSplits, recipe_data_class
 from hynea_pl.zoo.train import console, fit
@@ -64,33 +63,21 @@ def train_classifier(cfg: ClassifierConfig, digits: ImageSplits, split: str, out
     return model
 
 
-def train_oracle(cfg: OracleConfig | KNNOracleConfig, digits: ImageSplits, split: str, out: Path, name: str,
-                 data_config: Any) -> None:
+def train_oracle(cfg: OracleConfig, digits: ImageSplits, split: str, out: Path, name: str, data_config: Any) -> None:
     """Train a validity-oracle member on the digits of ``split`` and save it like a classifier: ``model.safetensors``
-    + ``config.json`` (class path, init args, preprocessing, role, split). The k-NN member has no weights: its
-    ``config.json`` holds the recipe of its reference (``data_config``, the splits ``digits`` were cut by, ``split``
-    and ``cfg``), derived again at load (:func:`~hynea_pl.zoo.labelled.oracle.load_oracle`)."""
+    + ``config.json`` (class path, init args, preprocessing, role, split, training config)."""
     data = digits[split]
     torch.manual_seed(cfg.seed)
     start = time.perf_counter()
-    extra = {}
-    if isinstance(cfg, KNNOracleConfig):
-        console.print(f"[bold]zoo[/]: fitting {name} (k-NN, k={cfg.k}, augmented reference digits)")
-        class_path, init_args = f"{KNNClassifier.__module__}.{KNNClassifier.__qualname__}", {
-            "k": cfg.k, "blur_sigma": cfg.blur_sigma, "num_classes": data_config.num_classes,
-            **({} if deskews(cfg) else {"deskew": False, "standardize": standardizes(cfg)})}
-        extra = {"reference": {"data": dataclasses.asdict(data_config), "split": split,
-                               "knn": dataclasses.asdict(cfg), **recipe_data_class(data_config)}}
-    else:
-        model, class_path, init_args = oracle_network(cfg, data_config)
-        console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
-        fit(OracleTraining(model, cfg), data.dataset(), cfg.batch_size,
-            cfg.max_steps, cfg.seed, name=name)
-        save_file(model.eval().state_dict(), str(out / "model.safetensors"))
+    model, class_path, init_args = oracle_network(cfg, data_config)
+    console.print(f"[bold]zoo[/]: training {name} ({class_path.rsplit('.', 1)[-1]}, {cfg.max_steps} steps)")
+    fit(OracleTraining(model, cfg, not_digit_label=data_config.num_classes), data.dataset(), cfg.batch_size,
+        cfg.max_steps, cfg.seed, name=name)
+    save_file(model.eval().state_dict(), str(out / "model.safetensors"))
     config = {
         "class_path": class_path, "init_args": init_args,
         "preprocess": classifier_preprocess(data_config), "role": name, "oracle_role": oracle_role(name), "data_split": split,
-        "training": dataclasses.asdict(cfg), **extra, "build_s": time.perf_counter() - start,
+        "training": dataclasses.asdict(cfg), "build_s": time.perf_counter() - start,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
 

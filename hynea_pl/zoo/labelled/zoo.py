@@ -23,6 +23,7 @@ from diffusers import AutoencoderKL
 from torch import nn
 
 from hynea_pl.metrics.typicality import TypicalityTest
+from hynea_pl.suts import ClassifierSUT, EnsembleClassifierSUT
 from hynea_pl.zoo.labelled import train
 from hynea_pl.zoo.labelled.classifier import SmallCNN, load_classifier
 from hynea_pl.zoo.labelled.config import GateConfig, ZooProfile
@@ -31,7 +32,7 @@ from hynea_pl.zoo.labelled.gates import (
     gate_advice, generate_images, measure_ceiling_gates, measure_colour_gates, measure_model_gates,
     measure_oracle_gates,
 )
-from hynea_pl.zoo.labelled.oracle import KNN_JUDGE, ORACLE_NAMES, ORACLE_ROLES, load_oracle
+from hynea_pl.zoo.labelled.oracle import ORACLE_NAMES, ORACLE_ROLES, load_oracle
 from hynea_pl.zoo.labelled.realism import REALISM_K, REALISM_QUANTILE
 from hynea_pl.zoo.profiles import get_profile
 from hynea_pl.zoo.quality import Gate
@@ -81,6 +82,20 @@ class Zoo:
         if name not in ORACLE_NAMES:
             raise ValueError(f"unknown zoo oracle {name!r}; choose one of {list(ORACLE_NAMES)}")
         return load_oracle(self.entries[name])
+
+    def panel_args(self, names: list[str], role: str) -> dict[str, Any]:
+        """The :class:`~hynea_pl.suts.EnsembleClassifierSUT` arguments of the oracle members ``names`` of ``role``:
+        the members, their names and, for the judges, the profile's vote
+        (:class:`~hynea_pl.zoo.labelled.config.VoteConfig`) and their "not a digit" output (the steering member
+        decides alone, by its most probable class)."""
+        members = [self.oracle(name) for name in names]
+        not_a_class = {member.not_a_class for member in members}
+        if len(not_a_class) > 1:
+            raise ValueError(f"oracle members {names} do not share a 'not a digit' output")
+        judges = role == "judges"
+        return {"members": [ClassifierSUT(member) for member in members], "names": list(names),
+                "threshold": self.profile.vote.threshold if judges else None,
+                "not_a_class": not_a_class.pop() if judges else None}
 
     def extra(self, name: str) -> Any:
         """An on-demand component of this profile (e.g. ``"stylegan"``), built on first use; see
@@ -139,11 +154,11 @@ def measure_base_zoo(gates: GateConfig, entry: None, context: BuildContext, out:
                                  samples, held_out, out)
     result += measure_colour_gates(gates, samples[0], held_out)
     oracles = {name: zoo.oracle(name) for name in ORACLE_NAMES}
-    result += measure_oracle_gates(gates, oracles, ORACLE_ROLES["judges"], samples, held_out)
+    panel = EnsembleClassifierSUT(**zoo.panel_args(ORACLE_ROLES["judges"], "judges"))
+    result += measure_oracle_gates(gates, oracles, panel, samples, held_out)
     # the zoo's realism test (ZooTypicality's reference, features and defaults) on the models being gated
     realism = TypicalityTest(held_out.test_images, zoo.embedder(), k=REALISM_K, quantile=REALISM_QUANTILE)
-    judges = {name: oracles[name] for name in ORACLE_ROLES["judges"]}
-    return result + measure_ceiling_gates(gates, judges, realism, zoo.sut(), held_out)
+    return result + measure_ceiling_gates(gates, panel, realism, zoo.sut(), held_out)
 
 
 def _oracle_config(name: str) -> Callable[[ZooProfile], Any]:
@@ -185,11 +200,11 @@ ZOO_COMPONENTS: tuple[Component, ...] = (
     *(_member(name, _oracle_config(name),
               lambda cfg, ctx, out, name=name: train.train_oracle(cfg, ctx.data, TRAINING_SPLITS[name], out, name,
                                                                   ctx.profile.data),
-              load_oracle, "" if name == KNN_JUDGE else "model.safetensors",
+              load_oracle, "model.safetensors",
               description=f"validity-oracle member ({name})")
       for name in ORACLE_NAMES),
     Component(name=BASE_ZOO, train_configs=None, gate_configs=lambda p: p.gates, train=None,
-              measure=measure_base_zoo, load=None, depends=COMPONENTS, gate_inputs=lambda p: (p.sampler,),
+              measure=measure_base_zoo, load=None, depends=COMPONENTS, gate_inputs=lambda p: (p.sampler, p.vote),
               advice=gate_advice,
               description="the MNIST base zoo: its members gated together"),
 )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hynea_pl.zoo.labelled.config import (
-    AutoencoderConfig, ClassifierConfig, CNNOracleConfig, ConvMixerOracleConfig, DenoiserConfig, GateConfig,
-    KNNOracleConfig, OracleConfig, SamplerConfig, ZooProfile,
+    AutoencoderConfig, ClassifierConfig, CNNOracleConfig, ConvMixerJudgeConfig, DenoiserConfig, GateConfig,
+    JudgeConfig, SamplerConfig, VoteConfig, ZooProfile,
 )
 from hynea_pl.zoo.mnist.data import DataConfig
 from hynea_pl.zoo.profiles import register_profile_source
@@ -23,17 +23,17 @@ TINY = ZooProfile(
     ),
     sampler=SamplerConfig(num_inference_steps=4),
     gates=GateConfig(
-        sut_accuracy=None, oracle_accuracy=None, knn_accuracy=None, reconstruction_accuracy=None,
+        sut_accuracy=None, oracle_accuracy=None, reconstruction_accuracy=None,
         generated_accuracy=None, verdict_ceiling=None,
         max_build_s=None, generated_per_class=2,
     ),
     oracles={
         "steer-cnn": CNNOracleConfig(channels=(8, 16), hidden=16, max_steps=5, batch_size=32, seed=15),
-        "oracle-1": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
-        "oracle-2": OracleConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
-        "judge-convmixer": ConvMixerOracleConfig(dim=16, depth=2, max_steps=5, batch_size=32, seed=16),
-        "judge-knn": KNNOracleConfig(shift=1, rotations=(), elastic_copies=0),
+        "oracle-1": JudgeConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=12),
+        "oracle-2": JudgeConfig(widths=(8, 16, 16), max_steps=5, batch_size=32, seed=13),
+        "judge-convmixer": ConvMixerJudgeConfig(dim=16, depth=2, max_steps=5, batch_size=32, seed=16),
     },
+    vote=VoteConfig(threshold=0.5),
 )
 
 PROFILES: dict[str, ZooProfile] = {"full": FULL, "tiny": TINY}
