@@ -43,6 +43,10 @@ commands:
                                                           a local page to rate flipped results (RQ3)
   report RUN_DIR [RUN_DIR ...] --out DIR [--ratings PATH] one report.html + report.md: RQ1/RQ2 tables,
                                                           statistics, plots, galleries, RQ4 sweep
+  judge IMAGES --out DIR [--people FILE.csv] [--profile full]
+                                                          the verdict on any generator's images IMAGES/<class>/<image>
+                                                          (PNG or .npy, 28 or 32 px) into DIR/verdicts.csv; with
+                                                          people's readings, their agreement (DIR/agreement.csv)
 """
 
 
@@ -447,8 +451,35 @@ def _repair(args: list[str]) -> int:
     return 0
 
 
+def _judge(args: list[str]) -> int:
+    from hynea_pl.evaluation.judge_folder import judge_folder
+    from hynea_pl.zoo.labelled.oracle_sut import ZooOracle
+    from hynea_pl.zoo.labelled.realism import ZooTypicality
+    from hynea_pl.zoo.profiles import get_profile
+
+    parser = OneLineParser(prog="python -m hynea_pl judge",
+                           description="The verdict on any generator's images: each image of IMAGES/<class>/<image> "
+                                       "(PNG or .npy, 28 px zero-padded to 32, or 32 px) read by the zoo's judges as "
+                                       "a panel and by its realism test, as a result that must keep its class: "
+                                       "valid, degraded, semantic_change or ambiguous (DIR/verdicts.csv).")
+    parser.add_argument("images", help="a folder IMAGES/<class>/<image>, class folders named 0-9 for the digits")
+    parser.add_argument("--out", required=True, help="where verdicts.csv (and agreement.csv) go")
+    parser.add_argument("--people", default=None, metavar="FILE.csv",
+                        help="people's readings: a path column (relative to IMAGES), then a column per person, each "
+                             "a digit, 'not a digit' or anything else for unsure; adds DIR/agreement.csv")
+    parser.add_argument("--profile", default="full", help="the zoo whose judges and realism test read (default full)")
+    options = parser.parse_args(args)
+    data = get_profile(options.profile).data
+
+    def zoo_readers() -> tuple[ZooOracle, ZooTypicality]:  # the zoo's (hynea_pl.evaluation may not import it)
+        return ZooOracle(profile=options.profile, role="judges"), ZooTypicality(options.profile)
+
+    judge_folder(options.images, options.out, options.profile, data, zoo_readers, people=options.people)
+    return 0
+
+
 COMMANDS = {"fit": _fit, "zoo": _zoo, "evaluate": _evaluate, "compare": _compare, "replay": _replay, "report": _report,
-            "sweep": _sweep, "rate": _rate, "repair": _repair}
+            "sweep": _sweep, "rate": _rate, "repair": _repair, "judge": _judge}
 
 
 def main(argv: list[str] | None = None) -> int:
