@@ -73,12 +73,16 @@ class DigitWindowReader(nn.Module):
         return torch.cat(out, dim=1)
 
     def presence(self, images: torch.Tensor) -> torch.Tensor:
-        """``(B, K)``: each class's highest probability over the windows."""
+        """``(B, K)``: each class's highest probability over the windows (a reader with a "not a digit" answer, the
+        zoo's judges: its classes only, that answer dropped)."""
         windows = self.windows(images)
         b, n = windows.shape[:2]
         flat = windows.flatten(0, 1)
         probs = torch.cat([self.reader(flat[i:i + self.chunk]).float().softmax(-1)
                            for i in range(0, len(flat), self.chunk)])
+        not_a_class = getattr(self.reader, "not_a_class", None)
+        if not_a_class is not None:
+            probs = torch.cat([probs[:, :not_a_class], probs[:, not_a_class + 1:]], dim=1)
         return probs.reshape(b, n, -1).amax(dim=1)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:

@@ -43,7 +43,7 @@ def test_judge_case_on_real_digits():
     fields = judge_case(oracle, case(True, 5), three, other_three)
     assert fields["verdict"] == "valid_failure" and fields["oracle_origin_label"] == 3
     assert 0.99 < fields["oracle_result_confidence"] <= 1.0
-    assert judge_case(oracle, case(True, 8), three, five)["verdict"] == "ambiguous"
+    assert judge_case(oracle, case(True, 8), three, five)["verdict"] == "semantic_change"  # a third digit
     # the same valid failure on a result its method did not accept: unaccepted, the judges' reading still recorded
     unaccepted = judge_case(oracle, case(True, 5).model_copy(update={"accepted": False}), three, other_three)
     assert unaccepted["verdict"] == "unaccepted" and unaccepted["oracle_result_label"] == 3
