@@ -25,33 +25,6 @@ from hynea_pl.images import from_levels
 #: the training splits, in the order they are cut
 SPLITS = ("sut", "method", "judges")
 
-#: the data config a recipe implies when it names none (:func:`implied_by_unnamed_recipes`)
-_IMPLIED: list[type] = []
-
-
-def implied_by_unnamed_recipes(data_class: type) -> type:
-    """Mark ``data_class`` (a class decorator) as the data config of recipes that name no data class: the k-NN
-    judge's recipes of the built-in digits never named it, and their cache keys must not change. Every other data
-    config is named in the recipes it writes (:func:`recipe_data_class`)."""
-    _IMPLIED[:] = [data_class]
-    return data_class
-
-
-def recipe_data_class(data_config: Any) -> dict[str, str]:
-    """The ``data_class`` entry a recipe of ``data_config`` records: its class path, or nothing for the class that
-    unnamed recipes imply."""
-    if _IMPLIED and type(data_config) is _IMPLIED[0]:
-        return {}
-    return {"data_class": f"{type(data_config).__module__}.{type(data_config).__qualname__}"}
-
-
-def implied_data_class() -> type:
-    """The data config of a recipe that names none."""
-    if not _IMPLIED:
-        raise ValueError("a recipe names no data class and no data source is registered for it (import hynea_pl.zoo)")
-    return _IMPLIED[0]
-
-
 class StoredImages:
     """Images ``(N, C, S, S)`` in [0, 1] kept as uint8 levels (a folder's memory-mapped store) and converted to float
     when indexed, so that a split of a large folder is never held whole as floats.

@@ -23,7 +23,7 @@ from hynea_pl.zoo.labelled.config import (
 )
 from hynea_pl.zoo.labelled.denoiser import EMA, DenoiserTraining
 from hynea_pl.zoo.labelled.oracle import OracleTraining, oracle_network, oracle_role
-from hynea_pl.zoo.splits import ImageSplits, recipe_data_class
+from hynea_pl.zoo.splits import ImageSplits
 from hynea_pl.zoo.train import console, fit
 
 

