@@ -27,11 +27,12 @@ class SUTEvaluationBudget(L.Callback):
         self.max_evals = max_evals
 
     @staticmethod
-    def should_stop(module: L.LightningModule, max_evals: int) -> bool:
+    def should_stop(module: L.LightningModule, max_evals: int, spent: int | None = None) -> bool:
         """The rule, for a Trainer's case (below) and a batched case's slot (:mod:`hynea_pl.methods.batched`): a
-        case ends when its next step could overrun ``max_evals``, the SUT evaluations it spent (``sut_evals``) plus
-        at most what its next step spends (``evals_per_step``), noting ``budget``."""
-        spent = int(module.sut_evals) + int(module.evals_per_step) > max_evals
+        case ends when its next step could overrun ``max_evals``, the SUT evaluations it spent (``spent``, default
+        the module's ``sut_evals``; a batch passes its case's over all its runs) plus at most what its next step
+        spends (``evals_per_step``), noting ``budget``."""
+        spent = int(module.sut_evals if spent is None else spent) + int(module.evals_per_step) > max_evals
         if spent:
             note_stop(module, "budget")
         return spent

@@ -6,8 +6,9 @@ import lightning as L
 
 #: Why a case stopped, most decisive first: ``flipped`` (it found what it searches for), ``budget`` (the next step
 #: would overrun the SUT-evaluation budget), ``converged`` (the method's own stop rule, e.g. SINVAD's decayed
-#: mutation scale or the end of a probe schedule), ``max_steps`` (the Trainer's step limit).
-STOP_REASONS: tuple[str, ...] = ("flipped", "budget", "converged", "max_steps")
+#: mutation scale or the end of a probe schedule), ``max_steps`` (the Trainer's step limit), ``case_done`` (another
+#: run of the same case, beside it in a batch, found the case's result or failed: :mod:`hynea_pl.campaign.runner`).
+STOP_REASONS: tuple[str, ...] = ("flipped", "budget", "converged", "max_steps", "case_done")
 #: The reasons that end a case before it found anything and before its budget was spent.
 EARLY_STOP_REASONS = frozenset({"converged", "max_steps"})
 

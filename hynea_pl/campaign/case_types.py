@@ -29,6 +29,11 @@ class CaseSelection:
         batch_size: cases adapting together in one module and one Trainer (:mod:`hynea_pl.methods.batched`); a
             case that ends leaves the batch and the next planned one takes its slot. 1: one Trainer per case.
             Only methods that can batch (HyNeA) take more than 1; the campaign refuses the others.
+        spare_slots: in a batch, once no planned case waits for a slot, a case whose run ended without its result
+            runs its later runs (its next targets) side by side in the free slots; the first result found ends it and
+            every evaluation of its runs counts. Its record can then differ from the same case's at batch size 1
+            (a later run may find first, and more runs spend evaluations); ``false``: a case's runs one after the
+            other, every record as at batch size 1, and the batch's last cases run with slots left idle.
         images: start every case from a real image instead of a seed: a folder of labelled images (sub-folder
             names are the labels, or ``labels_csv``) or ``zoo://<profile>/held_out[?start=N]`` (the zoo's held-out
             real digits). Each image is inverted to the generator's noise (:mod:`hynea_pl.campaign.image_cases`);
@@ -45,6 +50,7 @@ class CaseSelection:
     case_ids: list[str] = field(default_factory=list)
     validate_origins: bool = True
     batch_size: int = 1
+    spare_slots: bool = True
     images: str | None = None
     labels_csv: str | None = None
     inversion: dict[str, Any] = field(default_factory=dict)

@@ -65,6 +65,27 @@ def case_done(prefix: str, index: int, total: int, record: CaseRecord) -> None:
     console.print(escape(prefix) + describe(index, total, record), soft_wrap=True)
 
 
+def _run(number: int, summary: dict) -> str:
+    target = summary.get("target")
+    return f"run {number + 1}" + (f" (target {target})" if target is not None else "")
+
+
+def run_missed(case_id: str, number: int, summary: dict, next_number: int | None, next_summary: dict | None,
+               running: int) -> None:
+    """A case's run ``number`` ended without its result: what it spent, why it stopped and what runs next."""
+    then = (f"{_run(next_number, next_summary)} takes its slot" if next_summary is not None
+            else f"{running} of its runs still in slots" if running else "no run left")
+    console.print(f"  {escape(case_id)}: {_run(number, summary)} ended without an accepted result after "
+                  f"{summary.get('steps')} steps ({summary.get('stop_reason')}, {summary.get('sut_evals')} SUT evals); "
+                  f"{then}", soft_wrap=True, highlight=False)
+
+
+def spare_run(case_id: str, number: int, summary: dict) -> None:
+    """A case's later run started in a slot no planned case needs (``cases.spare_slots``)."""
+    console.print(f"  {escape(case_id)}: {_run(number, summary)} starts in a free slot beside its other runs",
+                  soft_wrap=True, highlight=False)
+
+
 def status(flipped: int, valid: int, judged: bool) -> str:
     """The progress line's status: flips so far, and valid failures when an oracle judges."""
     return f"{flipped} flipped" + (f", {valid} valid failures" if judged else "")
@@ -85,4 +106,5 @@ def peak_memory_gb() -> float:
     return peak / (1e9 if sys.platform == "darwin" else 1e6)
 
 
-__all__ = ["case_done", "console", "describe", "finished", "peak_memory_gb", "resuming", "status"]
+__all__ = ["case_done", "console", "describe", "finished", "peak_memory_gb", "resuming", "run_missed", "spare_run",
+           "status"]

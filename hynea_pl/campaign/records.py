@@ -211,11 +211,12 @@ class RunFolder:
 
 #: Config keys a rerun into an existing run folder may change: where it goes, how it is logged, on which devices
 #: and how many processes it runs (a case's result does not depend on its shard), how many cases adapt together (nor
-#: on its batch: tests/test_batched_cases.py), and which cases it selects (a case's origin depends only on its
+#: on its batch, tests/test_batched_cases.py, unless its later runs took spare slots: ``cases.spare_slots``), and
+#: which cases it selects (a case's origin depends only on its
 #: class, index and the base seed).
 RESUMABLE_KEYS = ("output", "trainer.logger", "trainer.enable_progress_bar", "trainer.accelerator", "trainer.devices",
                   "trainer.num_nodes", "trainer.strategy", "cases.classes", "cases.n_per_class", "cases.case_ids",
-                  "cases.batch_size")
+                  "cases.batch_size", "cases.spare_slots")
 
 
 def _flatten(value: object, prefix: str = "") -> dict[str, object]:

@@ -17,6 +17,7 @@ from hynea_pl.campaign.cases import select_shared_cases
 from hynea_pl.campaign.outcome import case_error, finish_record, new_record, no_origin_error
 from hynea_pl.campaign.records import RunFolder, config_differences
 from hynea_pl.campaign.tracking import close_case_loggers, track_campaign
+from hynea_pl.callbacks.stop import note_stop
 from hynea_pl.errors import CampaignFailed, ConfigMismatch
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.progress import StepProgress
@@ -38,19 +39,30 @@ class CaseRun:
 
     :meth:`start` creates the record (a case without an origin is written at once: ``None``). A method may run a
     case more than once within its budget (:meth:`TestCaseModule.next_attempt`): :meth:`build` seeds and builds each
-    run, starting from the evaluations spent so far (so the budget holds across runs), and :meth:`ended` notes a run
-    that ended, keeps the best result so far (:func:`attempt_rank`) and says whether another run follows.
-    :meth:`finish` records the error that ended the case (if any), its runtime and the kept run's result
+    run, and :meth:`ended` notes a run that ended, keeps the best result so far (:func:`attempt_rank`) and says whether
+    another run follows. In a batch, a case whose run ended without its result may also run its later runs side by
+    side in slots no other case needs (:meth:`spare`): the first run that finds its result ends the case, the others
+    stop then (``case_done``), and the case's SUT evaluations are those of all its runs (:attr:`sut_evals`, which its
+    budget bounds). :meth:`finish` records the error that ended the case (if any), its runtime and the kept run's result
     (:func:`~hynea_pl.campaign.outcome.finish_record`, with every run's evaluations in ``diagnostics.attempts``),
-    writes the record and hands it to ``done``."""
+    writes the record and hands it to ``done``; a case with runs still in slots is finished when its last one ends
+    (:attr:`settled`)."""
 
     def __init__(self, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> None:
         self.campaign, self.case, self.folder, self.done = campaign, case, folder, done
         self.record = new_record(case, campaign.output, campaign.sut.task, folder, campaign.generator)
-        self.started = time.perf_counter()
-        self.attempts: list[dict] = []
+        self.clock_start = time.perf_counter()
+        self.attempts: list[dict] = []  # each ended run's summary, in the order they ended
+        self.ended_numbers: list[int] = []  # and its number
         self.kept: TestCaseModule | None = None
         self.spent = self.steps = 0
+        self.live: dict[int, TestCaseModule] = {}  # id -> the runs built and not ended
+        self.index: dict[int, int] = {}  # id -> the run's number (0: the first), for every run built
+        self.base: dict[int, int] = {}  # id -> the case's evaluations its counter started from
+        self.latest: TestCaseModule | None = None
+        self.missed = False  # a run ended without its result: later runs may take free slots
+        self.over = False  # a run found its result or failed: the case ends when its last run does
+        self.failure: tuple[TestCaseModule | None, BaseException, int] | None = None
 
     @classmethod
     def start(cls, campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) -> CaseRun | None:
@@ -62,39 +74,98 @@ class CaseRun:
         done(run.record)
         return None
 
+    @property
+    def sut_evals(self) -> int:
+        """The case's SUT evaluations so far: its ended runs' and those of its runs in slots."""
+        return self.spent + sum(int(m.sut_evals) - self.base[key] for key, m in self.live.items())
+
+    @property
+    def settled(self) -> bool:
+        """Whether no run of the case is left in a slot."""
+        return not self.live
+
     def build(self, **overrides: Any) -> TestCaseModule:
-        """The case's next run: each run draws from its own seed (the first from the case's: no state carries from
-        case to case) and starts from the evaluations the case spent."""
-        L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * len(self.attempts), verbose=False)
+        """The case's next run: run ``n`` draws from its own seed (``case.seed + n * ATTEMPT_SEED_STRIDE``: no state
+        carries from case to case) and its evaluation counter starts from the case's (so the budget holds across
+        runs)."""
+        number = len(self.index)
+        L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * number, verbose=False)
         model = self.campaign.build_module(self.case, **overrides)
-        model.sut_evals = self.spent  # the budget counts the case's evaluations over all its runs
+        key = id(model)
+        self.base[key] = model.sut_evals = int(self.sut_evals)
+        self.index[key], self.live[key], self.latest = number, model, model
         return model
+
+    def number(self, model: TestCaseModule) -> int:
+        """Which run of the case ``model`` is (0: the first)."""
+        return self.index[id(model)]
+
+    def forget(self, model: TestCaseModule) -> None:
+        """Drop a run that failed before it ran (its build or setup): it spent nothing."""
+        self.live.pop(id(model), None)
+
+    def can_pay(self, model: TestCaseModule) -> bool:
+        """Whether the case's budget pays for one more step of a run like ``model``."""
+        return self.sut_evals + int(model.evals_per_step) <= self.campaign.budget
 
     def ended(self, model: TestCaseModule, steps: int) -> dict | None:
         """Note a run that ended without an error after ``steps`` steps; the next run's arguments, or ``None`` when
-        the case is done (found, no runs left, or no budget for one more step)."""
+        none follows (the case found its result or failed, no runs are left, or no budget for one more step)."""
+        key = id(model)
+        own = int(model.sut_evals) - self.base[key]
+        del self.live[key]
+        self.spent += own
         self.steps += steps
-        self.attempts.append({**model.attempt_summary(), "sut_evals": int(model.sut_evals) - self.spent,
-                              "steps": steps, "stop_reason": model.stop_reason})
-        self.spent = int(model.sut_evals)
-        if self.kept is None or attempt_rank(model, self.campaign) > attempt_rank(self.kept, self.campaign):
+        self.attempts.append({**model.attempt_summary(), "sut_evals": own, "steps": steps,
+                              "stop_reason": model.stop_reason})
+        self.ended_numbers.append(self.number(model))
+        rank = (*attempt_rank(model, self.campaign), -self.number(model))
+        if self.kept is None or rank > (*attempt_rank(self.kept, self.campaign), -self.number(self.kept)):
             self.kept = model
-        overrides = model.next_attempt()
-        if overrides is not None and self.spent + model.evals_per_step > self.campaign.budget:
+        if model.result.found:
+            self.close()
+        if self.over:
             return None
-        return overrides
+        self.missed = True
+        overrides = model.next_attempt() if model is self.latest else self.latest.later_attempt()
+        return overrides if overrides is not None and self.can_pay(model) else None
+
+    def failed(self, model: TestCaseModule | None, error: BaseException, steps: int) -> None:
+        """Note a run that ``error`` ended after ``steps`` steps: the case ends with it."""
+        if model is not None:
+            self.live.pop(id(model), None)
+        if self.failure is None:
+            self.failure = (model, error, steps)
+        self.close()
+
+    def close(self) -> None:
+        """The case is over: its runs still in slots stop after their current step (``case_done``)."""
+        self.over = True
+        for other in self.live.values():
+            note_stop(other, "case_done")
+
+    def spare(self) -> dict | None:
+        """The arguments of a later run that may take a free slot beside the case's runs, or ``None``: only a case
+        still open, one of whose runs ended without its result, with a later run left and budget for a step."""
+        if self.over or not self.missed or self.latest is None or not self.live:
+            return None
+        overrides = self.latest.later_attempt()
+        return overrides if overrides is not None and self.can_pay(self.latest) else None
 
     def finish(self, model: TestCaseModule | None = None, error: BaseException | None = None, steps: int = 0) -> None:
-        """Write the record: the kept run's result, or, for an ``error``, that of ``model``, the run it ended after
-        ``steps`` steps."""
+        """Write the record: the kept run's result, or, for an ``error`` (given, or noted by :meth:`failed`), that of
+        ``model``, the run it ended after ``steps`` steps."""
+        if error is None and self.failure is not None:
+            model, error, steps = self.failure
         if error is None:
             model = self.kept
         else:
             self.record.error = case_error(error, self.record, self.folder)
         if model is not None:
             model.sut_evals = max(self.spent, int(model.sut_evals))
-        self.record.runtime_s = time.perf_counter() - self.started
-        attempts = self.attempts if len(self.attempts) > 1 else None
+        self.record.runtime_s = time.perf_counter() - self.clock_start
+        order = sorted(range(len(self.attempts)), key=self.ended_numbers.__getitem__)
+        attempts = [self.attempts[i] for i in order] if len(self.attempts) > 1 else None
         finish_record(self.campaign, self.record, model, self.steps + steps, self.folder, attempts)
         self.done(self.record)
 
@@ -145,15 +216,19 @@ def run_case(campaign: Campaign, case: TestCase, folder: RunFolder, done: Done) 
 
 def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: RunFolder, done: Done) -> None:
     """Run ``cases`` ``cases.batch_size`` at a time in the method's batched module; each case's record is written
-    (as by :func:`run_case`) the moment it leaves its slot for good, in the order the cases end. Each run of a case
+    (as by :func:`run_case`) the moment its last run leaves its slot, in the order the cases end. Each run of a case
     (:class:`CaseRun`: its origin, target and fresh weights, seeded as at batch size 1) is built and set up when it
-    takes a slot; a case whose run ends without its result and with runs and budget left takes the next free slot
-    again, before the next planned case. One that fails there is recorded at once. A failure of the batch's shared
-    step ends the cases then in the batch with that error, and the remaining cases go on in a fresh module and
-    Trainer."""
+    takes a slot. A free slot takes, in this order: the next run of a case whose run ended without its result; the
+    next planned case; and, once none is planned, a later run of a case still running whose run ended without its
+    result (:meth:`CaseRun.spare`, with ``cases.spare_slots``): its next targets run side by side, the first result
+    found ends the case, and every evaluation its runs spent is counted. A run that fails there is recorded at once.
+    A failure of the batch's shared step ends the cases then in the batch with that error, and the remaining cases
+    go on in a fresh module and Trainer."""
     planned: Iterator[TestCase] = iter(cases)
-    runs: dict[int, CaseRun] = {}  # id(module) -> the run of each case in a slot
+    runs: dict[int, CaseRun] = {}  # id(module) -> the case of each run in a slot
+    open_runs: list[CaseRun] = []  # the cases with a run in a slot, in the order they started
     again: list[TestCaseModule] = []  # the next runs of cases that left their slot without their result
+    spare_slots = campaign.selection.spare_slots
 
     def set_up(run: CaseRun, **overrides: Any) -> TestCaseModule | None:
         model: TestCaseModule | None = None
@@ -161,33 +236,72 @@ def run_batched_cases(campaign: Campaign, cases: Sequence[TestCase], folder: Run
             model = run.build(**overrides)
             model.setup("fit")
         except Exception as error:  # a failing case is recorded, the campaign goes on
-            run.finish(model, error)
+            if model is not None:
+                run.forget(model)
+            settle(run, model, error)
             return None
         runs[id(model)] = run
+        if run not in open_runs:
+            open_runs.append(run)
         return model
+
+    def settle(run: CaseRun, model: TestCaseModule | None, error: BaseException) -> None:
+        run.failed(model, error, 0)
+        if run.settled:
+            finish(run)
+
+    def finish(run: CaseRun) -> None:
+        if run in open_runs:
+            open_runs.remove(run)
+        run.finish()
 
     def write(model: TestCaseModule, steps: int, error: BaseException | None) -> None:
         run = runs.pop(id(model))
         if error is not None:
-            run.finish(model, error, steps)
-        elif (overrides := run.ended(model, steps)) is None:
-            run.finish()
-        elif (model := set_up(run, **overrides)) is not None:
-            again.append(model)
+            run.failed(model, error, steps)
+            overrides = None
+        else:
+            overrides = run.ended(model, steps)
+        nxt = set_up(run, **overrides) if overrides is not None else None
+        if nxt is not None:
+            again.append(nxt)
+        if error is None and not run.over:  # say why the case is still running
+            console.run_missed(run.case.case_id, run.number(model), run.attempts[-1],
+                               None if nxt is None else run.number(nxt), None if nxt is None else nxt.attempt_summary(),
+                               len(run.live))
+        if run.settled and run in open_runs:
+            finish(run)
+
+    def spare() -> TestCaseModule | None:
+        for run in sorted(open_runs, key=lambda r: len(r.live)):  # the case with the fewest runs in slots first
+            if (overrides := run.spare()) is not None and (model := set_up(run, **overrides)) is not None:
+                console.spare_run(run.case.case_id, run.number(model), model.attempt_summary())
+                return model
+        return None
 
     def next_case() -> TestCaseModule | None:
-        if again:
-            return again.pop(0)
+        while again:
+            model = again.pop(0)
+            if model.stop_reason is None:
+                return model
+            run = runs.pop(id(model))  # its case ended before it took a slot: it never ran
+            run.forget(model)
+            if run.settled and run in open_runs:
+                finish(run)
         for case in planned:
             run = CaseRun.start(campaign, case, folder, done)
             if run is not None and (model := set_up(run)) is not None:
                 return model
-        return None
+        return spare() if spare_slots else None
+
+    def spent(model: TestCaseModule) -> int:
+        return runs[id(model)].sut_evals
 
     while (first := next_case()) is not None:
         try:
             batch = type(first).batched_module()(first, next_case, write, slots=campaign.selection.batch_size,
-                                                 max_steps=campaign.trainer.max_steps, max_evals=campaign.budget)
+                                                 max_steps=campaign.trainer.max_steps, max_evals=campaign.budget,
+                                                 spent=spent)
         except Exception as error:
             write(first, 0, error)
             continue

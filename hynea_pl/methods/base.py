@@ -172,6 +172,11 @@ class TestCaseModule(L.LightningModule):
         with them, within the case's budget), or ``None`` (the default: one run per case)."""
         return None
 
+    def later_attempt(self) -> dict[str, Any] | None:
+        """The init arguments of the run after this one, whatever this one finds (a batch may start it beside this
+        one in a free slot: ``cases.spare_slots``), or ``None`` when this is the case's last run (the default)."""
+        return None
+
     def attempt_summary(self) -> dict[str, Any]:
         """What the record's ``diagnostics.attempts`` says of this run besides its evaluations, steps and stop."""
         return {}

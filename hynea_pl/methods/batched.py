@@ -36,6 +36,8 @@ from hynea_pl.suts import SUT
 NextCase = Callable[[], HyNeACase | None]
 #: Told that a case left its slot: the case, its steps and the error that ended it (``None``: it ended normally).
 CaseDone = Callable[[HyNeACase, int, Exception | None], None]
+#: The SUT evaluations the budget counts for a run: those of its case, over all its runs (several may share a batch).
+Spent = Callable[[HyNeACase], int]
 
 
 class _Steps(IterableDataset):
@@ -57,17 +59,20 @@ class BatchedHyNeA(L.LightningModule):
         max_steps: each case's step limit (the config's ``trainer.max_steps``; also its OneCycle length unless
             the case sets ``total_steps``).
         max_evals: each case's SUT-evaluation budget (``budget.max_evals``).
+        spent: what the budget counts for a run: its case's SUT evaluations over all its runs (the campaign's case
+            loop may run several runs of a case side by side); default: the run's own counter (``sut_evals``).
 
     Why the per-case stop lives here and not in the campaign's callbacks: a callback stops a Trainer, and this
     Trainer runs every case of the batch. A case must leave its slot (and a new one take it) between two steps of
     the others, so this module applies to each slot, after its step, the callbacks' own rules
     (``FlipEarlyStopping.should_stop``: found; ``SUTEvaluationBudget.should_stop``: the next step would overrun the
     budget; :func:`~hynea_pl.callbacks.stop.at_step_limit`: the Trainer's ``max_steps``), which note the same
-    ``stop_reason``.
+    ``stop_reason``. A run whose ``stop_reason`` something else noted during a step (``case_done``: another run of
+    its case found the result) leaves its slot after that step too.
     """
 
     def __init__(self, first: HyNeACase, next_case: NextCase, case_done: CaseDone, slots: int, max_steps: int,
-                 max_evals: int) -> None:
+                 max_evals: int, spent: Spent | None = None) -> None:
         super().__init__()
         if slots < 1:
             raise ValueError(f"slots must be >= 1, got {slots}")
@@ -76,6 +81,7 @@ class BatchedHyNeA(L.LightningModule):
         self.automatic_optimization = False
         self.slots, self.max_steps, self.max_evals = slots, int(max_steps), int(max_evals)
         self._next_case, self._case_done = next_case, case_done
+        self._spent: Spent = spent if spent is not None else (lambda case: int(case.sut_evals))
         self.stack = StackedAdapters(first.hypernet, first.projector, slots)
         self.cases: list[HyNeACase | None] = [None] * slots
         self.case_steps = [0] * slots
@@ -201,6 +207,9 @@ class BatchedHyNeA(L.LightningModule):
         for slot in stepped:
             if slot not in errors and self._stops(self.cases[slot], found[slot], self.case_steps[slot]):
                 self._leave(slot, None)
+        for slot in self.active:  # runs their case ended while this step's others left
+            if self.cases[slot].stop_reason is not None:
+                self._leave(slot, None)
         self._fill()
         if not self.active:
             self.trainer.should_stop = True
@@ -234,10 +243,10 @@ class BatchedHyNeA(L.LightningModule):
     def _stops(self, case: HyNeACase, found: bool, steps: int) -> bool:
         """Whether ``case`` ends after its step ``steps``, noting why (the callbacks' rules, see the class)."""
         FlipEarlyStopping.should_stop(case, found)
-        SUTEvaluationBudget.should_stop(case, self.max_evals)
+        SUTEvaluationBudget.should_stop(case, self.max_evals, self._spent(case))
         if at_step_limit(steps, self.max_steps):
             note_stop(case, "max_steps")
         return case.stop_reason is not None
 
 
-__all__ = ["BatchedHyNeA", "CaseDone", "NextCase"]
+__all__ = ["BatchedHyNeA", "CaseDone", "NextCase", "Spent"]

@@ -196,14 +196,18 @@ class HyNeACase(TestCaseModule):
         scale = hp.retry_lr_scale ** hp.attempt
         return hp.lr_min * scale, hp.lr_max * scale
 
-    def next_attempt(self) -> dict | None:
-        """The arguments of the case's next run (``{"attempt": n}``: its target and learning rates follow from it)
-        when this one ended without a found result and runs are left; ``None`` otherwise. The case loop also ends
-        the case when its budget cannot pay one more step."""
+    def later_attempt(self) -> dict | None:
+        """The arguments of the case's run after this one (``{"attempt": n + 1}``: its target and learning rates
+        follow from it) while runs are left, whatever this one finds; ``None`` after the last."""
         hp = self.hparams
-        if self.result.found or not self.has_origin or hp.attempt + 1 >= hp.attempts:
+        return {"attempt": hp.attempt + 1} if hp.attempt + 1 < hp.attempts else None
+
+    def next_attempt(self) -> dict | None:
+        """After this run: :meth:`later_attempt` when it ended without a found result, ``None`` otherwise. The case
+        loop also ends the case when its budget cannot pay one more step."""
+        if self.result.found or not self.has_origin:
             return None
-        return {"attempt": hp.attempt + 1}
+        return self.later_attempt()
 
     def attempt_summary(self) -> dict:
         """This run in the record's ``diagnostics.attempts``: its target, learning rates and whether it found its
