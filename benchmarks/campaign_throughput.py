@@ -19,6 +19,7 @@ Three measurements, all on configs/mnist.yaml pointed at the zoo profile:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -37,8 +38,8 @@ def zoo_args(profile: str) -> list[str]:
     return ["--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "4",
             "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
             "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
-            "--model.init_args.reference.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
-            "--model.init_args.acceptance.init_args.profile", "tiny",
+            "--model.init_args.steering.model.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
+            "--model.init_args.acceptance.test.init_args.profile", "tiny",
             "--cases.validate_origins", "false"]
 
 
@@ -140,7 +141,8 @@ def lightning_overhead(campaign, steps: int, repeats: int) -> dict:
     def bare_once() -> float:
         L.seed_everything(case.seed, verbose=False)
         model = campaign.build_module(case)
-        model.hparams.total_steps = steps  # the OneCycle length the Trainer would give (no trainer attached)
+        # the OneCycle length the Trainer would give (no trainer attached); a copy: the group is shared by the cases
+        model.search = dataclasses.replace(model.search, total_steps=steps)
         start = time.perf_counter()
         model.setup("fit")
         config = model.configure_optimizers()

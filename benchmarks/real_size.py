@@ -21,7 +21,7 @@ One HyNeA step is what a campaign runs: at B = 1 a :class:`~hynea_pl.methods.HyN
 B > 1 a :class:`~hynea_pl.methods.batched.BatchedHyNeA` with B cases (its HyperNets stacked). ``--steps`` steps per
 row, the first a warm-up; the median of the others is reported, with the peak memory of the row (CUDA:
 ``max_memory_allocated``; CPU: the process's peak resident memory, reset per row). Cases never stop early here
-(``stop_margin`` is out of reach) so every row times B cases. A row that runs out of memory ends its backbone's
+(``acceptance.margin`` is out of reach) so every row times B cases. A row that runs out of memory ends its backbone's
 larger batch sizes. Memory levers (:class:`~hynea_pl.generators.base.MemoryOptions`): gradient checkpointing and
 channels-last on by default, bf16 autocast on by default on CUDA.
 """
@@ -50,7 +50,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 import lightning as L  # noqa: E402
 
-from hynea_pl.methods import HyNeACase  # noqa: E402
+from hynea_pl.methods import Acceptance, HyNeACase, PaperSearch  # noqa: E402
 from hynea_pl.methods.batched import BatchedHyNeA  # noqa: E402
 from hynea_pl.suts import SUT, ClassifierSUT, Preprocess  # noqa: E402
 
@@ -252,7 +252,7 @@ def _peak_gib(device: torch.device) -> float | None:
 def make_case(backbone: Backbone, origin: Tensor, seed: int) -> HyNeACase:
     """A set-up case whose found rule never holds (every row times all its cases)."""
     case = HyNeACase(backbone.generator, backbone.sut, origin_class=backbone.origin_class, seed=seed,
-                     total_steps=10_000, stop_margin=1e9)
+                     search=PaperSearch(total_steps=10_000), acceptance=Acceptance(margin=1e9))
     case.provide_origin(origin)
     case.setup("fit")
     return case

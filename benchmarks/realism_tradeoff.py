@@ -34,12 +34,12 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
     "default": ("configs/mnist.yaml as shipped: one SUT evaluation a step, up to 9 runs of 50 steps, each run aimed at "
                 "the origin's next most likely class", []),
     "prior": ("the default with the frozen denoiser's own loss on the adapted latents as a realism prior (weight 1)",
-              [f"{HYNEA}prior_weight", "1"]),
-    "same-target": ("3 runs, every run at the second most likely class, each at half the previous learning rates",
-                    [f"{HYNEA}attempts", "3", f"{HYNEA}retarget", "false", f"{HYNEA}retry_lr_scale", "0.5"]),
-    "retarget-3": ("3 runs, each aimed at the next most likely class", [f"{HYNEA}attempts", "3"]),
-    "no-margin": ("the default, stopped at the first step across the boundary (stop_margin_ratio 0)",
-                  [f"{HYNEA}stop_margin_ratio", "0"]),
+              [f"{HYNEA}prior.weight", "1"]),
+    "same-target": ("3 runs, every run at the second most likely class",
+                    [f"{HYNEA}retries.attempts", "3", f"{HYNEA}retries.retarget", "false"]),
+    "retarget-3": ("3 runs, each aimed at the next most likely class", [f"{HYNEA}retries.attempts", "3"]),
+    "no-margin": ("the default, stopped at the first step across the boundary (acceptance.margin_ratio 0)",
+                  [f"{HYNEA}acceptance.margin_ratio", "0"]),
     "views": ("the default with six views a step (configs/hynea_views.yaml)", ["--config", "configs/hynea_views.yaml"]),
     "paper": ("the paper's HyNeA (configs/hynea_paper.yaml)", ["--config", "configs/hynea_paper.yaml"]),
 }

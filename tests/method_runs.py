@@ -13,8 +13,8 @@ from hynea_pl.cli import main
 
 #: method -> its shipped config and the arguments that select the variant.
 CONFIGS: dict[str, tuple[str, ...]] = {
-    "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny",
-              "--model.init_args.acceptance.init_args.profile", "tiny"),
+    "hynea": ("configs/mnist.yaml", "--model.init_args.steering.model.init_args.profile", "tiny",
+              "--model.init_args.acceptance.test.init_args.profile", "tiny"),
     "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),
     "giftbench-high-1e-3": ("configs/mnist_giftbench.yaml", "--model.init_args.config", "high"),
     "sinvad": ("configs/mnist_sinvad.yaml",),

@@ -24,8 +24,8 @@ from tiny_zoo import install
 #: StyleGAN draws 7, 8 and 9 alike for every style, so a search among them ranks rounding errors)
 METHODS: dict[str, tuple[str, ...]] = {
     # 6 steps a run and a budget of 18: a case that finds nothing runs three times, each at its next target
-    "hynea": ("configs/mnist.yaml", "--model.init_args.reference.init_args.profile", "tiny",
-              "--model.init_args.acceptance.init_args.profile", "tiny", "--trainer.max_steps", "6",
+    "hynea": ("configs/mnist.yaml", "--model.init_args.steering.model.init_args.profile", "tiny",
+              "--model.init_args.acceptance.test.init_args.profile", "tiny", "--trainer.max_steps", "6",
               "--budget.max_evals", "18"),
     "hynea-paper": ("configs/mnist.yaml", *PAPER_HYNEA, "--trainer.max_steps", "8"),
     "giftbench-low-1e-4": ("configs/mnist_giftbench.yaml",),

@@ -21,7 +21,7 @@ from hynea_pl.cli import main
 
 def fit_args(root: Path, name: str, *extra: str) -> list[str]:
     """HyNeA on the tiny zoo (classes 1 and 7, one case each, one run of 3 steps of one evaluation) into ``root/name``."""
-    return [*tiny_fit_args("hynea", root, budget=3, max_steps=3), "--model.init_args.reference.init_args.profile",
+    return [*tiny_fit_args("hynea", root, budget=3, max_steps=3), "--model.init_args.steering.model.init_args.profile",
             "tiny", "--model.init_args.save_adapters", "true", "--output.name", name, *extra]
 
 
@@ -84,12 +84,12 @@ def test_rate_port_out_of_range_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize(("args", "expected"), [
     (["--trainer.max_steps", "abc"], ['"trainer.max_steps"', "Expected a <class 'int'>", "abc"]),
     (["--sut", "/nonexistent/sut.yaml"], ['"sut"', "/nonexistent/sut.yaml", "does not exist"]),
-    (["--model.init_args.lr_maxx", "0.1"], ["lr_maxx", "not accepted", "did you mean 'lr_max'"]),
+    (["--model.init_args.lr_maxx", "0.1"], ["lr_maxx", "not accepted", "did you mean 'search.lr_max'"]),
     (["--trainer.max_stepz", "1"], ["max_stepz", "did you mean 'trainer.max_steps'"]),
     (["--generator.init_args.num_inference_steps", "0"], ['"num_inference_steps"', "PositiveInt", "0"]),
-    (["--model.init_args.lr_max", "-1"], ['"lr_max"', "PositiveFloat", "-1"]),
-    (["--model.init_args.pct_start", "2"], ['"pct_start"', "OpenUnitInterval", "2"]),
-    (["--model.init_args.attempts", "0"], ['"attempts"', "PositiveInt"]),
+    (["--model.init_args.search.lr_max", "-1"], ['"lr_max"', "PositiveFloat", "-1"]),
+    (["--model.init_args.search.pct_start", "2"], ['"pct_start"', "OpenUnitInterval", "2"]),
+    (["--model.init_args.retries.attempts", "0"], ['"attempts"', "PositiveInt"]),
     (["--oracle.class_path", "hynea_pl.zoo.mnist.oracle_sut.ZooOracle"],  # a config of the layout before
      ["hynea_pl.zoo.mnist.oracle_sut.ZooOracle is now hynea_pl.zoo.labelled.oracle_sut.ZooOracle"]),
 ])

@@ -24,6 +24,7 @@ from hynea_pl.hypernets import ControlProjector
 from hynea_pl.images import load_image
 from hynea_pl.methods import HyNeACase
 from hynea_pl.methods.batched import BatchedHyNeA
+from hynea_pl.methods.hynea_options import Acceptance, PaperSearch
 from hynea_pl.methods.batched_adapters import StackedAdapters
 
 #: six cases, in this order, of the SUT tiny_components.DigitCentroids (every pixel moves it): in the fast variant
@@ -31,16 +32,16 @@ from hynea_pl.methods.batched_adapters import StackedAdapters
 #: cases take freed slots
 CLASSES = (0, 4, 1, 2, 3, 5)
 #: the paper's HyNeA, with learning rates high enough that the cases flip within 6 steps
-FAST = (*PAPER_HYNEA, "--model.init_args.stop_on", "flip",
-        "--model.init_args.stop_margin", "0", "--model.init_args.lr_max", "0.1", "--model.init_args.lr_min", "0.01",
+FAST = (*PAPER_HYNEA, "--model.init_args.search.stop_on", "flip",
+        "--model.init_args.acceptance.margin", "0", "--model.init_args.search.lr_max", "0.1", "--model.init_args.search.lr_min", "0.01",
         "--model.init_args.save_adapters", "true")
 #: the shipped config (steered by the reference: its views, its stop rule; the stop margin; the acceptance test; a
 #: case without an accepted result runs again, aimed at its next target), a case's runs one after the other
 SHIPPED = ("--cases.spare_slots", "false")
 #: the paper's HyNeA stopped at its target within 3 steps, with up to 9 runs a case: measured, c1-0's first run misses
 #: and its second finds, while c3-0 misses on every target; at B = 4 both run later runs in the free slots
-RETRIED = (*PAPER_HYNEA, "--model.init_args.stop_on", "target", "--model.init_args.stop_margin", "0",
-           "--model.init_args.lr_max", "0.05", "--model.init_args.lr_min", "0.005", "--model.init_args.attempts", "9")
+RETRIED = (*PAPER_HYNEA, "--model.init_args.search.stop_on", "target", "--model.init_args.acceptance.margin", "0",
+           "--model.init_args.search.lr_max", "0.05", "--model.init_args.search.lr_min", "0.005", "--model.init_args.retries.attempts", "9")
 
 
 def fit_batched(root, name: str, batch_size: int, *extra: str, max_steps: int = 6) -> list[dict]:
@@ -210,9 +211,10 @@ def test_a_failing_case_leaves_the_batch_alone_and_its_slot_is_refilled():
     """Three cases in two slots: the second fails at its step 2 (its error, its steps), the third takes its slot;
     every case runs its steps, and the batch ends with its last case."""
     generator, sut = tiny_generator(num_inference_steps=1), tiny_sut()
-    planned = [HyNeACase(generator, sut, origin_class=1, seed=1, stop_margin=1e9),
-               NaNAtStep2(generator, sut, origin_class=2, seed=2, stop_margin=1e9),
-               HyNeACase(generator, sut, origin_class=3, seed=3, stop_margin=1e9)]
+    never = Acceptance(margin=1e9)  # no step is found: every case runs its steps
+    planned = [HyNeACase(generator, sut, origin_class=1, seed=1, acceptance=never),
+               NaNAtStep2(generator, sut, origin_class=2, seed=2, acceptance=never),
+               HyNeACase(generator, sut, origin_class=3, seed=3, acceptance=never)]
     for case in planned:
         case.setup("fit")
     queue = iter(planned[1:])
@@ -233,11 +235,12 @@ def test_a_case_whose_schedule_ends_before_its_steps_fails_as_at_batch_size_1():
     """A OneCycle schedule shorter than the case's steps (``total_steps`` < ``max_steps``) fails the case at the same
     step with torch's error, at B = 1 and in a batch, where the other case goes on."""
     generator, sut = tiny_generator(num_inference_steps=1), tiny_sut()
-    alone = HyNeACase(generator, sut, origin_class=1, seed=1, stop_margin=1e9, total_steps=2)
+    never = Acceptance(margin=1e9)
+    alone = HyNeACase(generator, sut, origin_class=1, seed=1, acceptance=never, search=PaperSearch(total_steps=2))
     trainer = make_trainer([], max_steps=4)
     with pytest.raises(ValueError, match="Tried to step 3 times") as single:
         trainer.fit(alone)
-    planned = [HyNeACase(generator, sut, origin_class=c, seed=c, stop_margin=1e9, total_steps=t)
+    planned = [HyNeACase(generator, sut, origin_class=c, seed=c, acceptance=never, search=PaperSearch(total_steps=t))
                for c, t in ((1, 2), (2, None))]
     for case in planned:
         case.setup("fit")
@@ -254,7 +257,7 @@ def test_a_run_resumes_at_another_batch_size(tmp_path):
     """A case's record does not depend on its batch, so a rerun may change ``cases.batch_size`` (not the method)."""
     from hynea_pl.campaign.records import CONFIG_FILE, config_differences
 
-    saved = "cases:\n  batch_size: 1\n  seed: 0\nmodel:\n  init_args:\n    lr_max: 0.003\n"
+    saved = "cases:\n  batch_size: 1\n  seed: 0\nmodel:\n  init_args:\n    search:\n      lr_max: 0.003\n"
     (tmp_path / CONFIG_FILE).write_text(saved)
     assert config_differences(tmp_path, saved.replace("batch_size: 1", "batch_size: 16")) == []
-    assert config_differences(tmp_path, saved.replace("0.003", "0.01")) == ["model.init_args.lr_max"]
+    assert config_differences(tmp_path, saved.replace("0.003", "0.01")) == ["model.init_args.search.lr_max"]

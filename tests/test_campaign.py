@@ -29,7 +29,7 @@ def test_a_campaign_is_the_same_from_a_file_a_namespace_or_a_cli(campaign, tmp_p
     assert (campaign.output.name, campaign.output.method, campaign.budget) == ("c_hynea", "hynea", 3)
     assert campaign.selection.classes == [1, 7] and campaign.selection.n_per_class == 1
     assert campaign.trainer.max_steps == 3 and campaign.validated
-    assert campaign.reference is campaign.factory.nested("reference") is not None
+    assert campaign.reference is campaign.factory.nested("steering.model") is not None
     assert campaign.oracle is not None and campaign.realism is not None
     config = tmp_path / "config.yaml"
     config.write_text(campaign.config_text)
@@ -49,7 +49,7 @@ def test_validate_refuses_before_any_folder_exists(campaign, tmp_path):
         campaign, components=dataclasses.replace(campaign.components, oracle=campaign.reference),
         output=RunOutput(str(tmp_path), "refused", "hynea"))
     assert not judged_by_its_steerer.validated, "a changed campaign is validated again"
-    with pytest.raises(ValueError, match="oracle is the model.init_args.reference that steers"):
+    with pytest.raises(ValueError, match="oracle is the model.init_args.steering.model that steers"):
         run_campaign(judged_by_its_steerer)
     assert not (tmp_path / "refused").exists()
 

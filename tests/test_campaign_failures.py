@@ -13,7 +13,7 @@ from hynea_pl.schema import read_records
 CONFIGS = {"hynea": "configs/mnist.yaml", "giftbench-low-1e-4": "configs/mnist_giftbench.yaml",
            "sinvad": "configs/mnist_sinvad.yaml"}
 #: HyNeA's steering reference, pointed at the tiny zoo
-TINY_REFERENCE = ["--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny"]
+TINY_REFERENCE = ["--model.init_args.steering.model.init_args.profile", "tiny", "--model.init_args.acceptance.test.init_args.profile", "tiny"]
 
 
 def tiny(config: str, root: Path, name: str, *extra: str) -> list[str]:

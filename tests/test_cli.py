@@ -27,8 +27,8 @@ def tiny_args(root: Path, name: str, *extra: str) -> list[str]:
         "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32",
         "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
-        "--model.init_args.reference.init_args.profile", "tiny",
-        "--model.init_args.acceptance.init_args.profile", "tiny",
+        "--model.init_args.steering.model.init_args.profile", "tiny",
+        "--model.init_args.acceptance.test.init_args.profile", "tiny",
         "--cases.classes", "[1, 7]", "--cases.n_per_class", "1",
         "--cases.validate_origins", "false",  # the tiny zoo's random digits are not recognisable
         "--trainer.max_steps", "3", "--budget.max_evals", "3",
@@ -167,7 +167,7 @@ def test_help_documents_the_options(capsys):
     with pytest.raises(SystemExit):  # a method's own options
         main(["fit", "--model.help", "hynea_pl.methods.HyNeACase"])
     out = capsys.readouterr().out
-    assert "--model.lr_max" in out and "--model.pct_start" in out
+    assert all(f"--model.{group}" in out for group in ("search", "steering", "acceptance", "retries", "prior", "views"))
 
 
 def test_sigterm_during_a_command_exits_143_not_0(monkeypatch, capsys):

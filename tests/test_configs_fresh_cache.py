@@ -56,7 +56,7 @@ def test_the_config_starts_its_first_case_from_an_empty_cache(run, empty_cache, 
     hynea = "HyNeACase" in text or "methods/hynea.yaml" in text
     args = ["fit", *[a for config in configs for a in ("--config", config)], *extra,
             "--cases.n_per_class", "1", "--cases.classes", f"[{first_class(configs[0])}]",
-            "--trainer.max_steps", "2", *(["--model.init_args.attempts", "1"] if hynea else []),
+            "--trainer.max_steps", "2", *(["--model.init_args.retries.attempts", "1"] if hynea else []),
             "--output.root", str(tmp_path)]
     with network_blocked():
         assert main(args) == 0, capsys.readouterr().err[-2000:]

@@ -22,7 +22,7 @@ from tiny_dit import (
 from tiny_families import perturb_zero_layers as perturb
 
 from hynea_pl.generators.dit import DiTGenerator
-from hynea_pl.methods import HyNeACase
+from hynea_pl.methods import HyNeACase, PaperSearch
 
 LABEL = 207
 
@@ -166,7 +166,7 @@ def test_nonzero_zero_layers_change_the_output():
 def test_two_hynea_steps_change_the_image():
     torch.manual_seed(0)
     case = HyNeACase(make_generator(num_inference_steps=2), tiny_rgb_sut(), origin_class=LABEL, seed=4,
-                     lr_min=1e-3, lr_max=1e-2)
+                     search=PaperSearch(lr_min=1e-3, lr_max=1e-2))
     frozen_before = {k: v.clone() for k, v in case.generator.state_dict().items()}
     trainer = L.Trainer(max_steps=2, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)

@@ -33,7 +33,7 @@ from torch import nn
 
 from hynea_pl.generators.hub import hub_reachable
 from hynea_pl.generators.text_conditional import StableDiffusionGenerator, TextConditionalGenerator
-from hynea_pl.methods import HyNeACase
+from hynea_pl.methods import HyNeACase, PaperSearch
 from hynea_pl.suts import ClassifierSUT, Preprocess
 
 STEPS, GUIDANCE = 3, 3.0
@@ -154,7 +154,7 @@ def test_two_hynea_steps_change_the_image(parts):
     gen = make_generator(parts, controlnet=True, num_inference_steps=2)
     frozen_before = {k: v.clone() for k, v in gen.state_dict().items()}
     torch.manual_seed(0)
-    case = HyNeACase(gen, tiny_rgb_sut(), origin_class=None, seed=3, lr_min=1e-3, lr_max=1e-2)
+    case = HyNeACase(gen, tiny_rgb_sut(), origin_class=None, seed=3, search=PaperSearch(lr_min=1e-3, lr_max=1e-2))
     trainer = L.Trainer(max_steps=2, max_epochs=-1, accelerator="cpu", devices=1, logger=False,
                         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)
     trainer.fit(case)

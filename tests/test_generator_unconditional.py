@@ -24,7 +24,7 @@ from tiny_unconditional import (
 
 from hynea_pl.generators.unconditional import UNet2DGenerator, UnconditionalLDM
 from hynea_pl.hypernets.unet2d_hypernet import UNet2DHyperNet
-from hynea_pl.methods import HyNeACase
+from hynea_pl.methods import HyNeACase, PaperSearch
 from hynea_pl.suts import BinaryAttributeSUT, Preprocess
 
 STEPS = 3
@@ -149,7 +149,7 @@ def test_two_hynea_steps_with_a_binary_sut_change_the_image(tmp_path):
     gen = tiny_generator()
     sut = BinaryAttributeSUT(TinyAttributeNet(num_logits=4), attribute=2,
                              preprocess=Preprocess(mean=[0.5] * 3, std=[0.5] * 3))
-    case = HyNeACase(gen, sut, origin_class=None, seed=3, lr_min=1e-2, lr_max=1e-1)
+    case = HyNeACase(gen, sut, origin_class=None, seed=3, search=PaperSearch(lr_min=1e-2, lr_max=1e-1))
     trainer = L.Trainer(max_steps=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     before = [p.detach().clone() for p in case.hypernet.parameters()]

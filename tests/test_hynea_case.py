@@ -8,7 +8,7 @@ import torch
 from tiny_components import NaNAfterOriginSUT, ScriptedFlipSUT, tiny_generator, tiny_sut
 
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
-from hynea_pl.methods import HyNeACase, NonFiniteLossError
+from hynea_pl.methods import Acceptance, HyNeACase, NonFiniteLossError, PaperSearch, RealismPrior, Retries
 from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 
@@ -20,7 +20,7 @@ def make_trainer(max_steps: int, callbacks: list | None = None) -> L.Trainer:
 
 def make_case(sut=None, **kwargs) -> HyNeACase:
     torch.manual_seed(0)
-    settings = {"origin_class": 3, "seed": 5, "lr_min": 1e-3, "lr_max": 1e-2, **kwargs}
+    settings = {"origin_class": 3, "seed": 5, "search": PaperSearch(lr_min=1e-3, lr_max=1e-2), **kwargs}
     return HyNeACase(tiny_generator(num_inference_steps=2), sut if sut is not None else tiny_sut(), **settings)
 
 
@@ -96,7 +96,7 @@ class LearningRates(L.Callback):
 def test_learning_rate_follows_one_cycle_every_step():
     steps = 8
     recorder = LearningRates()
-    case = make_case(lr_min=1e-4, lr_max=1e-2, pct_start=0.3)
+    case = make_case(search=PaperSearch(lr_min=1e-4, lr_max=1e-2, pct_start=0.3))
     make_trainer(steps, [recorder]).fit(case)
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.AdamW([param], lr=1e-4)
@@ -129,7 +129,7 @@ def test_default_target_is_second_most_likely_and_explicit_target_wins():
 
 
 def test_the_denoiser_prior_enters_the_loss_and_reaches_the_hypernet():
-    case = make_case(prior_weight=1.0)
+    case = make_case(prior=RealismPrior(weight=1.0))
     case.setup("fit")
     latents = case.generate_latents()
     prior = case.prior_loss(latents)
@@ -175,7 +175,7 @@ class ScriptedMarginSUT(ScriptedFlipSUT):
 @pytest.mark.parametrize(("stop_margin", "found_at"), [(0.0, 3), (2.5, 5)])
 def test_stop_margin_waits_until_the_sut_is_that_far_past_its_boundary(stop_margin, found_at):
     sut = ScriptedMarginSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=3)
-    case = make_case(sut=sut, stop_margin=stop_margin)
+    case = make_case(sut=sut, acceptance=Acceptance(margin=stop_margin))
     trainer = make_trainer(10, [FlipEarlyStopping()])
     trainer.fit(case)
     assert trainer.global_step == found_at and case.result.found and case.result.step == found_at
@@ -185,7 +185,7 @@ def test_stop_margin_ratio_scales_with_the_origins_own_margin():
     """The scripted SUT holds the origin by 2 logits: a ratio of 1.25 asks for 2.5 past the boundary, as stop_margin
     2.5 does; the same ratio on a SUT twice as sure of its origin would ask for twice as much."""
     sut = ScriptedMarginSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=3)
-    case = make_case(sut=sut, stop_margin_ratio=1.25)
+    case = make_case(sut=sut, acceptance=Acceptance(margin_ratio=1.25))
     trainer = make_trainer(10, [FlipEarlyStopping()])
     trainer.fit(case)
     assert case.required_margin == pytest.approx(2.5)
@@ -195,26 +195,28 @@ def test_stop_margin_ratio_scales_with_the_origins_own_margin():
 def test_each_run_aims_at_the_origins_next_most_likely_class():
     """Run ``n`` of a case aims at the SUT's ``n + 2``-th most likely class on the origin (round again after the
     last); with ``retarget`` off, or an explicit target, every run aims at the same class."""
-    def target(**kwargs) -> int:
-        case = make_case(attempts=10, **kwargs)
+    def target(retarget: bool = True, **kwargs) -> int:
+        case = make_case(retries=Retries(attempts=10, retarget=retarget), **kwargs)
         case.setup("fit")
         return int(case.target[0])
 
-    first = make_case(attempts=3)
+    first = make_case(retries=Retries(attempts=3))
     first.setup("fit")
     ranked = first.origin_output[0].argsort(descending=True).tolist()
     assert [target(attempt=n) for n in (0, 1, 2, 9)] == [ranked[1], ranked[2], ranked[3], ranked[1]]
     assert target(attempt=2, retarget=False) == ranked[1]
     assert target(attempt=2, target=ranked[5]) == ranked[5]
     assert first.next_attempt() == {"attempt": 1}
-    assert make_case(attempts=2, attempt=1).next_attempt() is None
+    assert make_case(retries=Retries(attempts=2), attempt=1).next_attempt() is None
 
 
 def test_attempts_out_of_range_are_refused():
-    with pytest.raises(ValueError, match="attempts must be >= 1"):
-        make_case(attempts=2, attempt=2)
+    with pytest.raises(ValueError, match="attempt must be in 0..retries.attempts-1"):
+        make_case(retries=Retries(attempts=2), attempt=2)
+    with pytest.raises(ValueError, match="retries.attempts must be >= 1"):
+        Retries(attempts=0)
 
 
 def test_a_negative_stop_margin_is_refused():
-    with pytest.raises(ValueError, match="stop_margin and stop_margin_ratio must be >= 0"):
-        make_case(stop_margin=-1.0)
+    with pytest.raises(ValueError, match="acceptance.margin and margin_ratio must be >= 0"):
+        Acceptance(margin=-1.0)

@@ -104,7 +104,7 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
         "--sut.init_args.weights", "zoo://tiny/sut", "--sut.init_args.model.init_args.channels", "[8, 16]",
         "--sut.init_args.model.init_args.hidden", "32", "--oracle.init_args.profile", "tiny",
         "--realism.init_args.profile", "tiny", "--realism.init_args.reference_size", "100",
-        "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny",
+        "--model.init_args.steering.model.init_args.profile", "tiny", "--model.init_args.acceptance.test.init_args.profile", "tiny",
         "--cases.images", images, "--cases.inversion", '{"fixed_point_iterations": 2}',
         "--cases.classes", json.dumps(list(classes)), "--cases.n_per_class", "1",
         "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "10",
@@ -114,9 +114,9 @@ def real_fit_args(root: Path, images: str, *extra: str, classes: tuple[int, ...]
 
 @pytest.mark.slow
 def test_campaign_from_held_out_digits_records_its_real_origins_and_replays(tiny_zoo, tmp_path):
-    flips = ("--model.init_args.save_adapters", "true", "--model.init_args.reference", "null",
-             "--model.init_args.acceptance", "null", "--model.init_args.attempts", "1",  # the paper's HyNeA
-             "--model.init_args.stop_on", "flip", "--model.init_args.stop_margin_ratio", "0", "--model.init_args.lr_max",
+    flips = ("--model.init_args.save_adapters", "true", "--model.init_args.steering.model", "null",
+             "--model.init_args.acceptance.test", "null", "--model.init_args.retries.attempts", "1",  # the paper's HyNeA
+             "--model.init_args.search.stop_on", "flip", "--model.init_args.acceptance.margin_ratio", "0", "--model.init_args.search.lr_max",
              "0.1", "--trainer.max_steps", "20", "--budget.max_evals", "20",
              *DIGIT_CENTROIDS)  # a SUT every pixel moves: the cases flip
     assert main(real_fit_args(tmp_path, "zoo://tiny/held_out?start=100", *flips)) == 0

@@ -14,14 +14,14 @@ from hynea_pl.verdicts import VERDICTS
 
 #: The tiny zoo's judges (tiny_args points the config's oracle at them) and its steering member.
 JUDGE: list[str] = []
-STEER = ["--model.init_args.reference", "hynea_pl.zoo.labelled.oracle_sut.ZooOracle",
-         "--model.init_args.reference.init_args.profile", "tiny"]
+STEER = ["--model.init_args.steering.model", "hynea_pl.zoo.labelled.oracle_sut.ZooOracle",
+         "--model.init_args.steering.model.init_args.profile", "tiny"]
 
 
 @pytest.mark.slow
 def test_every_case_gets_the_oracles_verdict_and_the_summary_counts_valid_failures(tiny_zoo, tmp_path):
-    assert main(tiny_args(tmp_path, "judged", *JUDGE, "--model.init_args.lr_min", "1e-2",
-                          "--model.init_args.lr_max", "1e-1", "--trainer.max_steps", "6",
+    assert main(tiny_args(tmp_path, "judged", *JUDGE, "--model.init_args.search.lr_min", "1e-2",
+                          "--model.init_args.search.lr_max", "1e-1", "--trainer.max_steps", "6",
                           "--budget.max_evals", "42")) == 0
     records = read_records(tmp_path / "judged" / "records.jsonl")
     for record in records:
@@ -56,7 +56,7 @@ def test_the_verdict_ceiling_is_known_only_for_the_verdict_that_measured_it(tiny
 
 
 def test_a_judge_that_also_steers_the_search_is_refused(tmp_path, capsys):
-    judges_steer = [*STEER, "--model.init_args.reference.init_args.role", "judges"]
+    judges_steer = [*STEER, "--model.init_args.steering.model.init_args.role", "judges"]
     assert main(tiny_args(tmp_path, "x", *judges_steer)) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "must never judge it" in err
@@ -65,8 +65,8 @@ def test_a_judge_that_also_steers_the_search_is_refused(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_steering_member_may_steer_while_the_judges_judge(tiny_zoo, tmp_path):
-    args = tiny_args(tmp_path, "steered", *STEER, "--model.init_args.reference.init_args.role", "steering",
-                     "--model.init_args.reference_weight", "1.0", "--cases.classes", "[1]")
+    args = tiny_args(tmp_path, "steered", *STEER, "--model.init_args.steering.model.init_args.role", "steering",
+                     "--model.init_args.steering.weight", "1.0", "--cases.classes", "[1]")
     assert main(args) == 0
     (record,) = read_records(tmp_path / "steered" / "records.jsonl")
     assert record.error is None and record.verdict is not None

@@ -187,7 +187,7 @@ def test_third_party_28px_model_through_a_centre_crop(tiny_zoo, digit28_weights,
     from hynea_pl.cli import main
 
     config = third_party_config(tmp_path, weights=str(digit28_weights))
-    args = ["fit", "--config", str(config), "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance.init_args.profile", "tiny",
+    args = ["fit", "--config", str(config), "--model.init_args.steering.model.init_args.profile", "tiny", "--model.init_args.acceptance.test.init_args.profile", "tiny",
             "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2",
             "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny",
             "--cases.classes", "[1, 7]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
@@ -231,8 +231,8 @@ def test_a_sut_of_its_own_file_runs_on_the_demo_config(form, how, tiny_zoo, digi
     path = tmp_path / "my_sut.yaml"
     path.write_text(yaml.safe_dump(sut if how == "--sut" else {"sut": sut}))
     args = ["fit", "--config", "configs/mnist.yaml", how, str(path),
-            "--model.init_args.reference.init_args.profile", "tiny", "--model.init_args.acceptance", "null",
-            "--model.init_args.attempts", "1", "--generator.init_args.pretrained", "zoo://tiny/ldm",
+            "--model.init_args.steering.model.init_args.profile", "tiny", "--model.init_args.acceptance.test", "null",
+            "--model.init_args.retries.attempts", "1", "--generator.init_args.pretrained", "zoo://tiny/ldm",
             "--generator.init_args.num_inference_steps", "2", "--oracle.init_args.profile", "tiny",
             "--realism.init_args.profile", "tiny", "--cases.classes", "[7]", "--cases.n_per_class", "1",
             "--cases.validate_origins", "false", "--trainer.max_steps", "2", "--budget.max_evals", "14",

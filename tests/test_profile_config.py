@@ -27,8 +27,8 @@ def test_the_profile_points_every_zoo_component_at_it():
     preprocess = config.sut.init_args.preprocess.init_args
     assert (preprocess.size, preprocess.channels) == (32, 1)
     assert config.oracle.init_args.profile == config.realism.init_args.profile == "tiny"
-    assert config.model.init_args.reference.init_args.profile == "tiny"
-    assert config.model.init_args.acceptance.init_args.profile == "tiny"
+    assert config.model.init_args.steering.model.init_args.profile == "tiny"
+    assert config.model.init_args.acceptance.test.init_args.profile == "tiny"
     assert config.cases.classes == list(range(10))
     assert config.output.name == "tiny_{method}"
     assert "{profile}" not in parse_config([*CUSTOM, "--profile", "tiny"]).dump()

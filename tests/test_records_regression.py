@@ -16,8 +16,8 @@ DECISIONS = ("flipped", "steps", "sut_evals", "result_step", "target_reached", "
              "stop_reason")
 #: a change of each kind to the paper's HyNeA, each of which its golden records must catch
 CHANGES = {
-    "step rule: the peak learning rate": ("--model.init_args.lr_max", "1e-2"),
-    "stop rule: the logit margin": ("--model.init_args.stop_margin", "3.0"),
+    "step rule: the peak learning rate": ("--model.init_args.search.lr_max", "1e-2"),
+    "stop rule: the logit margin": ("--model.init_args.acceptance.margin", "3.0"),
     "budget: SUT evaluations": ("--budget.max_evals", "5"),
 }
 

@@ -12,6 +12,7 @@ from tiny_components import ScriptedFlipSUT, ThirdClassSUT, tiny_generator, tiny
 
 from baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
+from hynea_pl.methods.hynea_options import PaperSearch, Steering
 from hynea_pl.zoo.labelled.classifier import SmallCNN
 
 
@@ -21,20 +22,22 @@ def reads_a_third_class() -> ThirdClassSUT:
 
 
 def test_hynea_stops_only_when_the_sut_reaches_its_target_and_the_reference_keeps_the_origin():
-    kept = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=tiny_sut(seed=3))
+    kept = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2),
+                     steering=Steering(model=tiny_sut(seed=3)))
     stopper = FlipEarlyStopping()
     make_trainer(6, [stopper]).fit(kept)
     assert stopper.flipped_at == 2 and kept.result.found and kept.result.step == 2
     # a reference that reads every image after the origin as another class never agrees: no step is found
-    lost = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class())
+    lost = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2),
+                     steering=Steering(model=reads_a_third_class()))
     stopper = FlipEarlyStopping()
     make_trainer(4, [stopper]).fit(lost)
     assert stopper.flipped_at is None and not lost.result.found and lost.sut_evals == 4
     assert lost.record_diagnostics()["reference_origin_label"] == 0
     assert lost.record_diagnostics()["reference_result_label"] == 2
-    # reference_stop: false keeps the reference out of the stop rule
-    free = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2), reference=reads_a_third_class(),
-                     reference_stop=False)
+    # steering.stop: false keeps the reference out of the stop rule
+    free = make_case(ScriptedFlipSUT(SmallCNN(channels=(4, 8), hidden=16), flip_on=2),
+                     steering=Steering(model=reads_a_third_class(), stop=False))
     stopper = FlipEarlyStopping()
     make_trainer(4, [stopper]).fit(free)
     assert stopper.flipped_at == 2
@@ -43,7 +46,8 @@ def test_hynea_stops_only_when_the_sut_reaches_its_target_and_the_reference_keep
 def test_the_preservation_term_changes_the_loss_and_keeps_gradients_flowing():
     losses = {}
     for weight in (0.0, 5.0):
-        case = make_case(reference=tiny_sut(seed=3), reference_weight=weight, lr_min=1e-2, lr_max=1e-1)
+        case = make_case(steering=Steering(model=tiny_sut(seed=3), weight=weight),
+                         search=PaperSearch(lr_min=1e-2, lr_max=1e-1))
         trainer = make_trainer(3)
         trainer.fit(case)
         losses[weight] = float(trainer.callback_metrics["loss"])
@@ -53,12 +57,12 @@ def test_the_preservation_term_changes_the_loss_and_keeps_gradients_flowing():
 
 
 def test_stop_on_flip_accepts_any_class_but_the_origins():
-    case = make_case(reads_a_third_class(), stop_on="flip")  # origin 0, every later image 2, target 1
+    case = make_case(reads_a_third_class(), search=PaperSearch(lr_min=1e-3, lr_max=1e-2, stop_on="flip"))  # origin 0, every later image 2, target 1
     stopper = FlipEarlyStopping()
     make_trainer(4, [stopper]).fit(case)
     assert stopper.flipped_at == 1
     with pytest.raises(ValueError, match="stop_on"):
-        make_case(stop_on="valid")
+        PaperSearch(stop_on="valid")
 
 
 def test_differential_sinvad_needs_the_sut_to_leave_what_the_reference_keeps():

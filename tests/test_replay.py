@@ -14,8 +14,8 @@ from hynea_pl.zoo.cache import MOVED_CLASSES
 
 
 def replay_args(root, name, *extra):
-    args = tiny_args(root, name, "--model.init_args.save_adapters", "true", "--model.init_args.lr_min", "1e-2",
-                     "--model.init_args.lr_max", "1e-1", "--trainer.max_steps", "12", "--budget.max_evals", "12",
+    args = tiny_args(root, name, "--model.init_args.save_adapters", "true", "--model.init_args.search.lr_min", "1e-2",
+                     "--model.init_args.search.lr_max", "1e-1", "--trainer.max_steps", "12", "--budget.max_evals", "12",
                      *DIGIT_CENTROIDS, *extra)  # a SUT every pixel moves: the cases flip; 12 steps of one evaluation
     return args
 

@@ -173,7 +173,7 @@ def test_plots_survive_zeros_nans_empty_groups_and_missing_sweep_values(tmp_path
 
 def write_config(run: Path, lr_min: float | None) -> None:
     run.mkdir(parents=True, exist_ok=True)
-    init_args = {} if lr_min is None else {"lr_min": lr_min, "lr_max": 10 * lr_min}
+    init_args = {} if lr_min is None else {"search": {"lr_min": lr_min, "lr_max": 10 * lr_min}}
     (run / "config.yaml").write_text(yaml.safe_dump({"model": {"class_path": "x", "init_args": init_args}}))
 
 
@@ -374,7 +374,7 @@ def report_runs(tiny_zoo_cache, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("report_runs")
     fit_runs(tiny_zoo_cache, root, [
         ("hynea", ()),
-        ("hynea", ("--model.init_args.lr_min", "1e-3", "--model.init_args.lr_max", "1e-2",
+        ("hynea", ("--model.init_args.search.lr_min", "1e-3", "--model.init_args.search.lr_max", "1e-2",
                    "--output.name", "mnist_hynea_lr1e-3")),
         ("giftbench-low-1e-4", ()),
     ], budget=40)

@@ -161,8 +161,8 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
     expected = {"hynea_pl.zoo.scenes.attributes.SceneAttributeCNN": ("channels", sa.SUT_CONFIGS["full"]),
                 "hynea_pl.zoo.labelled.oracle.OracleNet": ("widths", sa.ORACLE_CONFIGS["full"])}
     checked = []
-    reference = (parsed["model"]["init_args"].get("reference") or {}).get("init_args", {})
-    models = [("sut", parsed["sut"]["init_args"].get("model")), ("model.reference", reference.get("model"))]
+    steering = ((parsed["model"]["init_args"].get("steering") or {}).get("model") or {}).get("init_args", {})
+    models = [("sut", parsed["sut"]["init_args"].get("model")), ("model.steering.model", steering.get("model"))]
     models += [("oracle", model) for model in scene_oracle_models(parsed["oracle"])]
     for key, model in models:
         if isinstance(model, dict) and model["class_path"] in expected:

@@ -64,10 +64,10 @@ def tiny_scene_args(config: str, root: Path, *extra: str) -> list[str]:
         args += ["--sut.init_args.model", "zoo://tiny/detector_sut", "--cases.classes", "[3]"]
     if "giftbench" not in config:  # HyNeA steers with the other task's SUT (differential reference)
         if "attributes" in config:
-            args += ["--model.init_args.reference.init_args.model", "zoo://tiny/detector_sut"]
+            args += ["--model.init_args.steering.model.init_args.model", "zoo://tiny/detector_sut"]
         else:
-            args += ["--model.init_args.reference.init_args.weights", "zoo://tiny/attribute_sut",
-                     "--model.init_args.reference.init_args.model.init_args.channels", "[4, 8]"]
+            args += ["--model.init_args.steering.model.init_args.weights", "zoo://tiny/attribute_sut",
+                     "--model.init_args.steering.model.init_args.model.init_args.channels", "[4, 8]"]
     return [*args, *extra]
 
 

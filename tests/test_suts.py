@@ -104,10 +104,10 @@ sut:
 """)
     args = ["fit", "--config", "configs/mnist.yaml", "--config", str(config),
             "--generator.init_args.pretrained", "zoo://tiny/ldm", "--generator.init_args.num_inference_steps", "2",
-            "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny", "--model.init_args.reference.init_args.profile", "tiny",
-            "--model.init_args.acceptance.init_args.profile", "tiny",
+            "--oracle.init_args.profile", "tiny", "--realism.init_args.profile", "tiny", "--model.init_args.steering.model.init_args.profile", "tiny",
+            "--model.init_args.acceptance.test.init_args.profile", "tiny",
             "--cases.classes", "[4]", "--cases.n_per_class", "1", "--cases.validate_origins", "false",
-            "--trainer.max_steps", "2", "--model.init_args.attempts", "1",
+            "--trainer.max_steps", "2", "--model.init_args.retries.attempts", "1",
             "--output.root", str(tmp_path), "--output.name", "mine"]
     assert main(args) == 0
     record = json.loads((tmp_path / "mine" / "records.jsonl").read_text().splitlines()[0])

@@ -113,13 +113,14 @@ def test_two_hynea_steps_with_a_binary_sut():
     import lightning as L
     from tiny_components import tiny_generator
 
-    from hynea_pl.methods import HyNeACase
+    from hynea_pl.methods import HyNeACase, PaperSearch
     from hynea_pl.suts import Preprocess
 
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2), nn.Flatten(), nn.Linear(4 * 15 * 15, 6))
     sut = BinaryAttributeSUT(net, attribute=2, preprocess=Preprocess(size=32, channels=3))
-    case = HyNeACase(tiny_generator(num_inference_steps=2), sut, origin_class=3, seed=5, lr_min=1e-3, lr_max=1e-2)
+    case = HyNeACase(tiny_generator(num_inference_steps=2), sut, origin_class=3, seed=5,
+                     search=PaperSearch(lr_min=1e-3, lr_max=1e-2))
     L.Trainer(max_steps=2, max_epochs=-1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
               enable_model_summary=False, enable_progress_bar=False).fit(case)
     assert case.control.shape == (1, 6) and case.target.tolist() == [2]

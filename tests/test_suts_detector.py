@@ -175,10 +175,11 @@ def test_two_hynea_steps_with_the_detector(sut):
     import lightning as L
     from tiny_components import tiny_generator
 
-    from hynea_pl.methods import HyNeACase
+    from hynea_pl.methods import HyNeACase, PaperSearch
 
     torch.manual_seed(0)
-    case = HyNeACase(tiny_generator(num_inference_steps=2), sut, origin_class=3, seed=5, lr_min=1e-3, lr_max=1e-2)
+    case = HyNeACase(tiny_generator(num_inference_steps=2), sut, origin_class=3, seed=5,
+                     search=PaperSearch(lr_min=1e-3, lr_max=1e-2))
     L.Trainer(max_steps=2, max_epochs=-1, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
               enable_model_summary=False, enable_progress_bar=False).fit(case)
     assert case.control.shape == (1, 4, 5)  # (classes, detections) for the projector's Conv1d branch

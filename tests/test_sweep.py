@@ -34,7 +34,7 @@ def test_celeba_and_driving_grids_have_nine_increasing_settings_with_the_picked_
 def test_the_mnist_grid_holds_the_configs_default_and_names_its_run_folders():
     grid = parse_grid("lr", "configs/mnist.yaml")
     default = parse_config(["--config", "configs/mnist.yaml"]).config.model.init_args
-    assert LRSetting(default.lr_min, default.lr_max) in grid
+    assert LRSetting(default.search.lr_min, default.search.lr_max) in grid
     assert [s.name for s in grid] == ["lr_0.0001_0.001", "lr_0.0003_0.003", "lr_0.001_0.01"]
     assert LRSetting(3e-8, 3e-6).name == "lr_3e-08_3e-06"
 
@@ -65,8 +65,8 @@ def test_each_setting_is_one_fit_into_its_folder_and_a_failed_one_does_not_stop_
 
     rows = run_sweep("configs/mnist.yaml", [LRSetting(1e-4, 1e-3), LRSetting(1e-3, 1e-2)], tmp_path,
                      ["--trainer.max_steps", "2"], fit=fit)
-    assert calls[0] == ["--config", "configs/mnist.yaml", "--trainer.max_steps", "2", "--model.init_args.lr_min",
-                        "0.0001", "--model.init_args.lr_max", "0.001", "--output.root", str(tmp_path),
+    assert calls[0] == ["--config", "configs/mnist.yaml", "--trainer.max_steps", "2", "--model.init_args.search.lr_min",
+                        "0.0001", "--model.init_args.search.lr_max", "0.001", "--output.root", str(tmp_path),
                         "--output.name", "lr_0.0001_0.001"]
     assert [(r["lr_min"], r["flip_rate"], r["error"]) for r in rows] == [
         (1e-4, 1.0, None), (1e-3, 0.0, "every case failed (2/2); first error: NaN")]
@@ -76,8 +76,8 @@ def test_each_setting_is_one_fit_into_its_folder_and_a_failed_one_does_not_stop_
 
 def test_sweep_command_errors_are_one_line(tmp_path, capsys):
     assert main(["sweep", "--config", "configs/mnist.yaml", "--grid", "lr", "--out", str(tmp_path),
-                 "--model.init_args.lr_min", "1"]) == 2
-    assert "error: --model.init_args.lr_min is set by the sweep" in capsys.readouterr().err
+                 "--model.init_args.search.lr_min", "1"]) == 2
+    assert "error: --model.init_args.search.lr_min is set by the sweep" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -178,8 +178,8 @@ def test_a_sibling_steering_model_is_refused():
     torch.manual_seed(0)
     judges = EnsembleClassifierSUT([ClassifierSUT(OracleClassifier(OracleNet(widths=(8, 16))))])
     sibling = ClassifierSUT(OracleClassifier(OracleNet(widths=(4, 8))))  # other weights and widths, same family
-    with pytest.raises(ValueError, match="family resnet, like the model.init_args.reference"):
-        check_verdict_independent({"reference": sibling}, judges)
+    with pytest.raises(ValueError, match="family resnet, like the model.init_args.steering.model"):
+        check_verdict_independent({"steering.model": sibling}, judges)
     cnn = ClassifierSUT(SmallCNN(channels=(8,), hidden=8))
     check_verdict_independent({"reference": cnn}, judges, sut=cnn)  # another family steers: accepted
     with pytest.warns(UserWarning, match="SUT's family"):  # a judge of the SUT's family counts fewer, never more

@@ -70,7 +70,7 @@ def test_a_folder_trains_a_profile_that_loads_by_uri_and_runs_a_campaign(channel
     # the campaign config a user starts from, unedited: --profile points it at this profile and its demo SUT
     short = ["--cases.classes", "[0, 1]", "--cases.n_per_class", "1", "--cases.max_seed_tries", "200",
              "--trainer.max_steps", "3", "--budget.max_evals", "4",
-             "--generator.init_args.num_inference_steps", "4", "--model.init_args.acceptance.init_args.n_images",
+             "--generator.init_args.num_inference_steps", "4", "--model.init_args.acceptance.test.init_args.n_images",
              "20", "--output.root", str(tmp_path / "runs")]
     assert main(["fit", "--config", "configs/custom.yaml", "--profile", "shapes", *short]) == 0
     check_records(tmp_path / "runs" / "shapes_hynea" / "records.jsonl")

@@ -73,7 +73,7 @@ class Campaign:
         components: the frozen ``generator``, ``sut``, optional ``oracle`` and ``realism`` test, built once per
             process and shared by every case.
         factory: builds a case's fresh module (the configured method's class around the shared components and its
-            own nested components, e.g. HyNeA's ``reference``).
+            own nested components, e.g. HyNeA's ``steering.model``).
         selection: the config's ``cases``.
         budget: SUT evaluations per case (``budget.max_evals``).
         trainer: the config's ``trainer`` section; each case gets its Trainer arguments (fresh callbacks and logger)
@@ -165,8 +165,10 @@ class Campaign:
 
     @property
     def reference(self) -> Any:
-        """The method's shared ``reference`` (the model that steers the search), or ``None``."""
-        return self.factory.nested("reference")
+        """The model that steers the method's search (HyNeA's ``steering.model``, a baseline's ``reference``), or
+        ``None``."""
+        steering = self.factory.nested("steering.model")
+        return steering if steering is not None else self.factory.nested("reference")
 
     @property
     def method_models(self) -> dict[str, torch.nn.Module]:

@@ -5,17 +5,19 @@ same parser.
 :class:`FitConfig`. :meth:`FitConfig.instantiate` then builds the frozen components once per process, and the
 ``model`` section becomes the factory of a case's module (jsonargparse instantiates a ``Callable`` that returns a
 :class:`~hynea_pl.methods.TestCaseModule`: the method's class with its own arguments, nested components such as
-HyNeA's ``reference`` built once, waiting for the case's ``generator``, ``sut``, ``origin_class`` and ``seed``).
+HyNeA's steering model built once, waiting for the case's ``generator``, ``sut``, ``origin_class`` and ``seed``).
 Each case's Trainer arguments (fresh callbacks and logger) come from the same parser
 (:func:`build_trainer_args`). :meth:`hynea_pl.campaign.campaign.Campaign.from_config` builds the campaign from it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import logging
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -155,7 +157,7 @@ def parse_config(args: list[str] | Namespace | dict) -> FitConfig:
     try:
         if isinstance(args, list):
             _check_config_files(args)
-            config = parser.parse_args(args)
+            config = parser.parse_args(_group_models_off(args))
         else:
             config = parser.parse_object(args.as_dict() if isinstance(args, Namespace) else args)
     except ArgumentError as error:
@@ -170,6 +172,33 @@ def build_trainer_args(trainer: Namespace) -> dict[str, Any]:
     """A ``trainer`` section's Trainer arguments with fresh callbacks and logger, built now by the schema's parser
     (one case's)."""
     return dict(vars(fit_parser().instantiate(Namespace(trainer=trainer)).trainer))
+
+
+#: Option groups of a method whose field holds a model (HyNeA's ``steering.model``, ``acceptance.test``): a model field
+#: inside a group's dataclass cannot be set to ``null`` on its own on the command line (jsonargparse validates the string
+#: against the model's class), so ``--model.init_args.steering.model null`` is passed as the group's mapping.
+GROUP_MODELS = {"steering": "model", "acceptance": "test"}
+
+
+def _group_models_off(args: list[str]) -> list[str]:
+    """``args`` with ``--model.init_args.<group>.<model field> null`` (or ``=null``) written as
+    ``--model.init_args.<group> {<field>: null}``, which sets that field alone."""
+    out: list[str] = []
+    items = iter(range(len(args)))
+    for i in items:
+        flag, value = args[i], None
+        if "=" in flag and flag.startswith("--"):
+            flag, value = flag.split("=", 1)
+        elif i + 1 < len(args):
+            value = args[i + 1]
+        match = re.fullmatch(r"--model\.init_args\.(\w+)\.(\w+)", flag)
+        if match and GROUP_MODELS.get(match.group(1)) == match.group(2) and value in ("null", "None"):
+            out += [f"--model.init_args.{match.group(1)}", f"{{{match.group(2)}: null}}"]
+            if "=" not in args[i]:
+                next(items, None)
+            continue
+        out.append(args[i])
+    return out
 
 
 def _check_config_files(args: list[str]) -> None:
@@ -215,10 +244,13 @@ def closest_option_hint(message: str) -> str:
     class_path = re.search(r"class_path[ =]'([\w.]+)'", message)
     if option and class_path:
         try:
-            candidates = list(inspect.signature(import_object(class_path.group(1))).parameters)
+            candidates = _option_names(import_object(class_path.group(1)))
         except Exception:  # noqa: BLE001 - a hint is optional
             return ""
         unknown = option.group(1)
+        by_field = {name.rsplit(".", 1)[-1]: name for name in candidates if "." in name}
+        close = difflib.get_close_matches(unknown, [*candidates, *by_field], n=1, cutoff=0.6)
+        return f"; did you mean {by_field.get(close[0], close[0])!r}?" if close else ""
     else:
         plain = option or re.search(r"unrecognized arguments: --([\w.]+)", message)
         if not plain:
@@ -227,6 +259,19 @@ def closest_option_hint(message: str) -> str:
         candidates = [action.dest for action in fit_parser()._actions if action.dest.count(".") == unknown.count(".")]
     close = difflib.get_close_matches(unknown, candidates, n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _option_names(cls: type) -> list[str]:
+    """A class's init arguments and, for an argument that is an option group (a dataclass, e.g. HyNeA's ``search``),
+    its fields as ``group.field``."""
+    names = []
+    hints = typing.get_type_hints(cls.__init__)
+    for name in inspect.signature(cls).parameters:
+        names.append(name)
+        for kind in typing.get_args(hints.get(name)) or (hints.get(name),):
+            if dataclasses.is_dataclass(kind):
+                names += [f"{name}.{field.name}" for field in dataclasses.fields(kind)]
+    return names
 
 
 def quiet_lightning_info() -> None:

@@ -1,7 +1,7 @@
 """Per-case modules that share one process's frozen components.
 
 A campaign builds the frozen components once per process: the ``generator``, the ``sut``, the ``oracle``, the
-``realism`` test and any component nested in the method's arguments (e.g. HyNeA's ``reference``), all by the
+``realism`` test and any component nested in the method's arguments (e.g. HyNeA's ``steering.model``), all by the
 config's parser (:meth:`hynea_pl.campaign.config.FitConfig.instantiate`). Each test case then gets only what is its
 own: a fresh module (HyperNet and projector, or population) built around those shared objects, and a fresh
 Trainer with fresh callbacks and logger.
@@ -61,8 +61,13 @@ class CaseFactory:
         return self.make(self.components.generator, self.components.sut, origin_class, seed, **overrides)
 
     def nested(self, name: str) -> Any:
-        """A shared nested component of the method (e.g. ``reference``), or ``None``."""
-        return self.make.keywords.get(name)
+        """A shared nested component of the method, or ``None``: an argument (a baseline's ``reference``) or, dotted,
+        a field of an option group (HyNeA's ``steering.model``)."""
+        head, *fields = name.split(".")
+        value = self.make.keywords.get(head)
+        for field in fields:
+            value = getattr(value, field, None)
+        return value
 
 
 __all__ = ["CaseFactory", "Components"]

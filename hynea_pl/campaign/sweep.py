@@ -1,7 +1,7 @@
 """``python -m hynea_pl sweep``: the paper's learning-rate sweep (RQ4) as one campaign per ``(lr_min, lr_max)``.
 
 Every setting is a normal run folder ``<out>/lr_<lr_min>_<lr_max>/`` written by ``fit`` with
-``--model.init_args.lr_min`` / ``lr_max`` overridden, so its ``config.yaml`` carries the setting and an existing
+``--model.init_args.search.lr_min`` / ``lr_max`` overridden, so its ``config.yaml`` carries the setting and an existing
 folder is resumed by the campaign itself (finished cases are kept).
 
 The grids (``--grid lr``) per task, from the paper's section 4.5 (RQ4), lr_min -> lr_max in increasing order:
@@ -50,7 +50,8 @@ class LRSetting:
         return f"lr_{self.lr_min:g}_{self.lr_max:g}"
 
     def overrides(self) -> list[str]:
-        return ["--model.init_args.lr_min", f"{self.lr_min:g}", "--model.init_args.lr_max", f"{self.lr_max:g}"]
+        return ["--model.init_args.search.lr_min", f"{self.lr_min:g}",
+                "--model.init_args.search.lr_max", f"{self.lr_max:g}"]
 
 
 def _pairs(*pairs: str) -> tuple[LRSetting, ...]:
@@ -68,7 +69,8 @@ LR_GRIDS: dict[str, tuple[LRSetting, ...]] = {
 }
 
 #: Fit options the sweep sets itself (an extra override of them is refused).
-OWN_OPTIONS = ("--config", "--output.root", "--output.name", "--model.init_args.lr_min", "--model.init_args.lr_max")
+OWN_OPTIONS = ("--config", "--output.root", "--output.name", "--model.init_args.search.lr_min",
+               "--model.init_args.search.lr_max")
 
 #: Summary columns printed per setting (keys of the campaign's ``summary.json``).
 ROW_KEYS = ("n_cases", "flip_rate", "valid_failure_rate", "stable_failure_rate", "median_sut_evals_flipped",

@@ -26,9 +26,10 @@ from hynea_pl.generators.protocol import conditions_beyond_class
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.suts.family import model_data, model_families
 
-#: A method's arguments that hold its own models (they steer its search or check its results): each must be of
+#: A method's arguments that hold its own models (they steer its search or check its results), a dotted name for an
+#: option group's field (HyNeA's ``steering.model``, ``acceptance.test``; a baseline's ``reference``): each must be of
 #: other families than every judge, share no weights with them and learn from other data than the verdict.
-METHOD_MODELS = ("reference", "acceptance")
+METHOD_MODELS = ("reference", "steering.model", "acceptance.test")
 
 
 def bad_value(key: str, value: Any, allowed: str) -> ValueError:
@@ -55,9 +56,9 @@ def validate_config(config: Any) -> None:
         if value is None or value < 1:
             raise bad_value(key, value, "must be >= 1")
     max_steps = config.trainer.get("max_steps")
-    own_total = (config.model.get("init_args") or {}).get("total_steps")
+    own_total = ((config.model.get("init_args") or {}).get("search") or {}).get("total_steps")
     if not (max_steps is not None and max_steps >= 1) and not (own_total and max_steps in (None, -1)):
-        raise bad_value("trainer.max_steps", max_steps, "must be >= 1 (or -1 with model.init_args.total_steps set)")
+        raise bad_value("trainer.max_steps", max_steps, "must be >= 1 (or -1 with model.init_args.search.total_steps set)")
     devices = config.trainer.get("devices")
     if not (devices in (None, "auto", -1, "-1") or _positive_count(devices)
             or (isinstance(devices, (list, tuple)) and devices and all(_is_index(d) for d in devices))):

@@ -223,7 +223,7 @@ class BatchedHyNeA(L.LightningModule):
                 view.grad = param.grad[slot] if slot in stepped and param.grad is not None else None
             if slot in stepped:
                 group["lr"] = self.schedules[slot].get_last_lr()[0]
-                group["weight_decay"] = self.cases[slot].hparams.weight_decay
+                group["weight_decay"] = self.cases[slot].search.weight_decay
 
     def _read_sut(self, sut: SUT, rows: list[int], cases: list[HyNeACase], images: torch.Tensor) -> list[torch.Tensor]:
         """The SUT's outputs on every case's image and views (:meth:`HyNeACase.sut_inputs` at the case's next

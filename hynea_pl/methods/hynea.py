@@ -5,21 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from jsonargparse.typing import (
-    ClosedUnitInterval,
-    NonNegativeFloat,
-    NonNegativeInt,
-    OpenUnitInterval,
-    PositiveFloat,
-    PositiveInt,
-)
+from jsonargparse.typing import NonNegativeInt
 from torch.utils.data import DataLoader
 
 from hynea_pl.generators import HYPERNET_ADAPTER, DiffusionGenerator, require
 from hynea_pl.hypernets import ControlProjector
 from hynea_pl.images import as_saved, shifted_views
-from hynea_pl.methods.acceptance import AcceptanceTest
 from hynea_pl.methods.base import TestCaseModule
+from hynea_pl.methods.hynea_options import Acceptance, PaperSearch, RealismPrior, Retries, Steering
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.methods.views import SearchViews
 from hynea_pl.objectives import frobenius_distance
@@ -44,56 +37,23 @@ class HyNeACase(TestCaseModule):
         sut: the system under test (its task defines loss, flip criterion and control signal).
         origin_class: conditioning class of the origin (set per case by the campaign's ``cases`` section).
         seed: seed of the stored initial noise (set per case by the campaign).
-        target: explicit target class; default: the origin's second most likely class.
-        lr_min: AdamW's learning rate and the start/end of the OneCycle schedule.
-        lr_max: OneCycle's peak learning rate.
-        total_steps: OneCycle length; default ``trainer.max_steps``.
-        pct_start: fraction of the cycle spent increasing the learning rate.
-        weight_decay: AdamW weight decay.
-        normalize_behaviour: divide the behaviour term by its first-step value (as the authors did).
-        reference: a second model of the SUT's task that must keep the origin's decision: the steering member of
-            the validity oracle, or a second SUT for differential testing. Its evaluations are not SUT
-            evaluations. It must never be the campaign's ``oracle`` (the judge), which the campaign checks.
-        reference_weight: weight of the reference's preservation loss (``SUT.keep_loss``: cross entropy to the
-            reference's reading of the origin) added to the loss; 0: the reference only enters the stop rule.
-        stop_on: ``"target"`` (the paper: the SUT predicts the target) or ``"flip"`` (its decision left the
-            origin's).
-        stop_margin: how far past its decision boundary the SUT must be for a step to count as found, in the units
-            of :meth:`SUT.decision_margin` (a classifier: the best other logit minus the origin class's logit must
-            reach ``stop_margin``); 0: the first step across the boundary (the paper). A result just across the
-            boundary is often undone by a one-pixel shift (the stability verdict,
-            :mod:`hynea_pl.evaluation.stability`); the SUT's margin on the image itself costs no extra evaluation.
-        stop_margin_ratio: the same margin as a fraction of the SUT's own margin on the origin (how far the origin
-            was on the other side): it means the same for any SUT, whatever the scale of its logits. The larger of
-            the two margins applies.
-        reference_stop: with a reference, a step counts as found only while the reference keeps the origin's
-            decision (the SUT and the reference disagree); the first such image is the result.
-        reference_margin: how sure the reference must be that the origin's decision is kept for ``reference_stop``
-            (multiclass: the origin class's probability; 0: its argmax is enough).
-        reference_views: the reference judges (loss and stop rule) the image and its one-pixel shifts and a
-            lower-contrast copy (:func:`hynea_pl.images.shifted_views`), and keeps the origin's decision only when it
-            does on all of them: a result that stays the origin's class under small changes, not on an edge.
+        target: explicit target class; default: the origin's second most likely class (with ``retries.retarget``, a
+            later run's: the next most likely).
+        search: the paper's search (:class:`~hynea_pl.methods.hynea_options.PaperSearch`): learning rates, schedule,
+            stop on the target or on a flip.
+        steering: a second model that must keep the origin's decision
+            (:class:`~hynea_pl.methods.hynea_options.Steering`); no model: none (the paper).
+        acceptance: what a step that reaches the target must also pass to count as found
+            (:class:`~hynea_pl.methods.hynea_options.Acceptance`): the method's acceptance test, a margin past the
+            boundary; none by default (the paper).
+        retries: further runs of a case at fresh targets (:class:`~hynea_pl.methods.hynea_options.Retries`); one run
+            by default (the paper).
+        prior: the realism prior (:class:`~hynea_pl.methods.hynea_options.RealismPrior`); weight 0 by default.
         views: the semantics-keeping changes the SUT also reads each step (:class:`~hynea_pl.methods.views.SearchViews`,
             expectation over transformations): the behaviour term covers the image and ``views.count`` views of it,
             and a step counts as found only when the SUT also fails on ``views.fail_fraction`` of the views. Each view
             is one SUT evaluation. ``None`` or ``count`` 0: the SUT reads the image alone (the paper).
-        acceptance: the method's own check of a result (:class:`~hynea_pl.methods.acceptance.AcceptanceTest`, of
-            models and data no judge uses): a step counts as found only when it accepts the image as a member of the
-            origin's class (a blob, a faded or a smeared digit is refused), so the search goes on past a rejected
-            flip.
-        attempts: how many runs a case may make within its budget (the budget ends a case first when it cannot pay
-            for one more step): a run that ends without a found result is followed by a fresh HyperNet aimed at the
-            next target (the case loop starts it, :func:`hynea_pl.campaign.runner.run_case`); the record keeps every
-            run's target and evaluations.
-        retarget: with no explicit ``target``, run ``n`` aims at the SUT's candidate target ``n``
-            (:meth:`SUT.target_candidates`: a classifier's second most likely class on the origin, then the third,
-            ..., round again after the last); ``False``: every run aims at the first.
-        retry_lr_scale: each further run's factor on ``lr_min`` and ``lr_max`` (1: every run at the same rates).
-        attempt: which run this module is (0: the first; set by the case loop).
-        prior_weight: weight of a realism prior added to the loss: the frozen denoiser's own denoising loss on the
-            adapted latents (:meth:`DiffusionGenerator.denoising_loss`), at a timestep drawn per step from
-            ``prior_timesteps`` (fractions of the training schedule); 0: none (the paper).
-        prior_timesteps: the range of those timesteps.
+        attempt: which run of the case this module is (0: the first; set by the case loop).
         save_adapters: keep the HyperNet and projector weights that produced the result, so the campaign saves
             them beside a flipped case's record (``python -m hynea_pl replay`` regenerates the image from them).
             Costs one copy of the trainable weights whenever the kept result changes.
@@ -112,52 +72,40 @@ class HyNeACase(TestCaseModule):
         origin_class: int | None = 0,
         seed: int = 0,
         target: int | None = None,
-        lr_min: PositiveFloat = 1e-4,
-        lr_max: PositiveFloat = 1e-3,
-        total_steps: PositiveInt | None = None,
-        pct_start: OpenUnitInterval = 0.3,
-        weight_decay: NonNegativeFloat = 1e-2,
-        normalize_behaviour: bool = True,
-        reference: SUT | None = None,
-        reference_weight: NonNegativeFloat = 0.0,
-        stop_on: str = "target",
-        stop_margin: NonNegativeFloat = 0.0,
-        stop_margin_ratio: NonNegativeFloat = 0.0,
-        reference_stop: bool = True,
-        reference_margin: ClosedUnitInterval = 0.0,
-        reference_views: bool = False,
+        search: PaperSearch | None = None,
+        steering: Steering | None = None,
+        acceptance: Acceptance | None = None,
+        retries: Retries | None = None,
+        prior: RealismPrior | None = None,
         views: SearchViews | None = None,
-        acceptance: AcceptanceTest | None = None,
-        attempts: PositiveInt = 1,
-        retarget: bool = True,
-        retry_lr_scale: PositiveFloat = 1.0,
         attempt: NonNegativeInt = 0,
-        prior_weight: NonNegativeFloat = 0.0,
-        prior_timesteps: tuple[float, float] = (0.2, 0.6),
         save_adapters: bool = False,
     ) -> None:
         super().__init__()
         require(generator, HYPERNET_ADAPTER, "HyNeA")
-        if stop_on not in ("target", "flip"):
-            raise ValueError(f"stop_on must be 'target' or 'flip', got {stop_on!r}")
-        if stop_margin < 0 or stop_margin_ratio < 0:
-            raise ValueError(f"stop_margin and stop_margin_ratio must be >= 0, got {stop_margin}, {stop_margin_ratio}")
-        if attempts < 1 or not 0 <= attempt < attempts:
-            raise ValueError(f"attempts must be >= 1 and attempt in 0..attempts-1, got {attempts}, {attempt}")
-        if not 0 < retry_lr_scale <= 1:
-            raise ValueError(f"retry_lr_scale must be in (0, 1], got {retry_lr_scale}")
-        self.save_hyperparameters(ignore=["generator", "sut", "reference", "acceptance", "views"])
+        self.search = search if search is not None else PaperSearch()
+        self.steering = steering if steering is not None else Steering()
+        self.acceptance = acceptance if acceptance is not None else Acceptance()
+        self.retries = retries if retries is not None else Retries()
+        self.prior = prior if prior is not None else RealismPrior()
         self.views = views if views is not None else SearchViews()
+        if not 0 <= attempt < self.retries.attempts:
+            raise ValueError(f"attempt must be in 0..retries.attempts-1, got {attempt} of {self.retries.attempts}")
+        self.save_hyperparameters(ignore=["generator", "sut", "search", "steering", "acceptance", "retries", "prior",
+                                          "views"])
         self.generator = generator
         self.sut = sut
-        self.reference = reference
-        self.acceptance = acceptance
         self.hypernet = generator.make_hypernet()
         if getattr(generator, "channels_last", False):  # the trainable copy follows the frozen model's layout
             self.hypernet.to(memory_format=torch.channels_last)
         self.projector: ControlProjector | None = None
         self._initial_behaviour: torch.Tensor | None = None
         self._result_weights: dict[str, dict[str, torch.Tensor]] | None = None
+
+    @property
+    def reference(self) -> SUT | None:
+        """The steering model (``steering.model``), or ``None``."""
+        return self.steering.model
 
     # ------------------------------------------------------------------ case setup
     @torch.no_grad()
@@ -166,15 +114,17 @@ class HyNeACase(TestCaseModule):
         if self.projector is not None:
             return
         hp = self.hparams
-        register_origin(self, hp.seed, hp.origin_class, hp.target, hp.attempt if hp.retarget else 0)
+        register_origin(self, hp.seed, hp.origin_class, hp.target, hp.attempt if self.retries.retarget else 0)
         device = self.origin_image.device
         self.register_buffer("control", self.sut.control_signal(self.origin_output, self.target), persistent=False)
         origin_margin = float(self.sut.decision_margin(self.origin_output, self.origin_output, self.target)[0])
-        self.required_margin = max(hp.stop_margin, hp.stop_margin_ratio * max(origin_margin, 0.0))
-        if self.acceptance is not None:
+        accept = self.acceptance
+        self.required_margin = max(accept.margin, accept.margin_ratio * max(origin_margin, 0.0))
+        if accept.test is not None:
             if hp.origin_class is None:
-                raise ValueError("model.acceptance checks a result against its origin's class; these cases have none")
-            self.acceptance.to(device)
+                raise ValueError("model.acceptance.test checks a result against its origin's class; these cases have "
+                                 "none")
+            accept.test.to(device)
         if self.reference is not None:
             self.reference.to(device)
             self.register_buffer("reference_origin_output", self.reference(self.origin_image), persistent=False)
@@ -191,16 +141,14 @@ class HyNeACase(TestCaseModule):
 
     @property
     def learning_rates(self) -> tuple[float, float]:
-        """This run's ``(lr_min, lr_max)``: the configured ones times ``retry_lr_scale`` per earlier run."""
-        hp = self.hparams
-        scale = hp.retry_lr_scale ** hp.attempt
-        return hp.lr_min * scale, hp.lr_max * scale
+        """This run's ``(lr_min, lr_max)`` (``search``)."""
+        return self.search.lr_min, self.search.lr_max
 
     def later_attempt(self) -> dict | None:
         """The arguments of the case's run after this one (``{"attempt": n + 1}``: its target and learning rates
         follow from it) while runs are left, whatever this one finds; ``None`` after the last."""
         hp = self.hparams
-        return {"attempt": hp.attempt + 1} if hp.attempt + 1 < hp.attempts else None
+        return {"attempt": hp.attempt + 1} if hp.attempt + 1 < self.retries.attempts else None
 
     def next_attempt(self) -> dict | None:
         """After this run: :meth:`later_attempt` when it ended without a found result, ``None`` otherwise. The case
@@ -221,22 +169,21 @@ class HyNeACase(TestCaseModule):
         """AdamW(lr_min) with OneCycleLR(max_lr=lr_max) stepped every optimisation step (this run's rates,
         :attr:`learning_rates`)."""
         params = [*self.hypernet.parameters(), *self.projector.parameters()]
-        hp = self.hparams
         lr_min, lr_max = self.learning_rates
-        optimizer = torch.optim.AdamW(params, lr=lr_min, weight_decay=hp.weight_decay)
+        optimizer = torch.optim.AdamW(params, lr=lr_min, weight_decay=self.search.weight_decay)
         scheduler = self.one_cycle(optimizer, self.trainer.max_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def one_cycle(self, optimizer: torch.optim.Optimizer, max_steps: int | None) -> torch.optim.lr_scheduler.OneCycleLR:
         """This run's OneCycle schedule on ``optimizer``: from ``lr_min`` up to ``lr_max`` and down, over
         ``total_steps`` (else the Trainer's ``max_steps``)."""
-        hp = self.hparams
+        search = self.search
         lr_min, lr_max = self.learning_rates
-        total = hp.total_steps or max_steps
+        total = search.total_steps or max_steps
         if total is None or total <= 0:
             raise ValueError("HyNeACase needs trainer.max_steps (or model.total_steps) for its OneCycle schedule")
         return torch.optim.lr_scheduler.OneCycleLR(
-            optimizer, max_lr=lr_max, total_steps=total, pct_start=safe_pct_start(hp.pct_start, total),
+            optimizer, max_lr=lr_max, total_steps=total, pct_start=safe_pct_start(search.pct_start, total),
             div_factor=lr_max / lr_min, cycle_momentum=False)
 
     # ------------------------------------------------------------------ one adaptation step
@@ -255,7 +202,7 @@ class HyNeACase(TestCaseModule):
         hp = self.hparams
         index = self.global_step if step is None else step - 1
         draw = torch.Generator().manual_seed(hp.seed * 100_003 + index)
-        low, high = hp.prior_timesteps
+        low, high = self.prior.timesteps
         total = self.generator.scheduler.config.num_train_timesteps
         t = torch.randint(int(low * total), max(int(high * total), int(low * total) + 1), (1,), generator=draw)
         noise = torch.randn(latents.shape, generator=draw)
@@ -268,8 +215,8 @@ class HyNeACase(TestCaseModule):
 
     def reference_inputs(self, images: torch.Tensor) -> torch.Tensor:
         """What the reference judges for one case's image ``(1, C, H, W)``: the image, or its views ``(6, C, H, W)``
-        with ``reference_views``."""
-        return shifted_views(images) if self.hparams.reference_views else images
+        with ``steering.views``."""
+        return shifted_views(images) if self.steering.views else images
 
     def sut_inputs(self, images: torch.Tensor, step: int) -> torch.Tensor:
         """What the SUT reads at 1-based ``step`` for one case's image ``(1, C, H, W)``: the image, then its
@@ -295,7 +242,7 @@ class HyNeACase(TestCaseModule):
                   reference_output: torch.Tensor | None) -> tuple[torch.Tensor, bool, dict[str, torch.Tensor]]:
         """The rule of one adaptation step of this case, for the single and the batched path alike
         (:mod:`hynea_pl.methods.batched`): counts the SUT evaluation, builds the loss (distance + behaviour,
-        prior, the reference's preservation), decides ``found`` (target or flip, ``stop_margin``, the reference's
+        prior, the reference's preservation), decides ``found`` (target or flip, the acceptance margin, the steering model's
         stop rule) and keeps the result.
 
         Args:
@@ -315,7 +262,7 @@ class HyNeACase(TestCaseModule):
         behaviour = self.sut.behaviour_loss(output, self.objective.expand(read, *self.objective.shape[1:]),
                                             self.target.expand(read))
         output, view_output = output[:1], output[1:]
-        if hp.normalize_behaviour:
+        if self.search.normalize_behaviour:
             if self._initial_behaviour is None:
                 self._initial_behaviour = behaviour.detach().clamp_min(1e-8)
             behaviour_term = behaviour / self._initial_behaviour
@@ -323,11 +270,11 @@ class HyNeACase(TestCaseModule):
             behaviour_term = behaviour
         loss = distance + behaviour_term
         logged = {"distance": distance, "behaviour": behaviour}
-        if hp.prior_weight:
+        if self.prior.weight:
             prior = self.prior_loss(latents, step)
-            loss = loss + hp.prior_weight * prior
+            loss = loss + self.prior.weight * prior
             logged["prior"] = prior
-        test = self.sut.reaches_target if hp.stop_on == "target" else self.sut.is_flipped
+        test = self.sut.reaches_target if self.search.stop_on == "target" else self.sut.is_flipped
         found = bool(test(output, self.origin_output, self.target).all())
         if self.required_margin:
             margin = self.sut.decision_margin(output.detach(), self.origin_output, self.target)
@@ -339,16 +286,17 @@ class HyNeACase(TestCaseModule):
         if self.reference is not None:
             views = len(reference_output)
             origin_output = self.reference_origin_output.expand(views, *self.reference_origin_output.shape[1:])
-            if hp.reference_weight:
+            steering = self.steering
+            if steering.weight:
                 keep = self.reference.keep_loss(reference_output, origin_output)
-                loss = loss + hp.reference_weight * keep
+                loss = loss + steering.weight * keep
                 logged["keep"] = keep
             kept = bool(self.reference.keeps(reference_output.detach(), origin_output,
-                                             self.target.expand(views), hp.reference_margin).all())
-            found = found and (kept or not hp.reference_stop)
+                                             self.target.expand(views), steering.margin).all())
+            found = found and (kept or not steering.stop)
             logged["reference_kept"] = float(kept)
-        if self.acceptance is not None and found:  # only a step that would stop asks (it costs no SUT evaluation)
-            found = bool(self.acceptance(images.detach(), torch.tensor([hp.origin_class])).all())
+        if self.acceptance.test is not None and found:  # only a step that would stop asks (no SUT evaluation)
+            found = bool(self.acceptance.test(images.detach(), torch.tensor([hp.origin_class])).all())
             logged["accepted"] = float(found)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"loss became {loss.detach().item()} at step {step}")
@@ -375,7 +323,7 @@ class HyNeACase(TestCaseModule):
     def record_diagnostics(self) -> dict:
         """With a reference: its decision on the origin and on the result (``prediction``, differential testing),
         and ``reference_kept``: whether it keeps the origin's reading of the case's target on the result (what
-        ``reference_stop`` asks; for a reference of another task, e.g. a detector steering an attribute case,
+        ``steering.stop`` asks; for a reference of another task, e.g. a detector steering an attribute case,
         the only one of the three in the case's terms)."""
         if self.reference is None or self.result.output is None or not self.has_origin:
             return {}

@@ -179,7 +179,7 @@ def _rq4(run_dirs: list[Path], metrics: list[dict[str, Any]], labels: list[str],
     section = Section("RQ4: learning-rate sensitivity", "rq4")
     if not is_sweep(sweep):
         return section.add(Text(f"Needs at least two `{REFERENCE_METHOD}` runs that differ in "
-                                f"`model.init_args.lr_min` (config.yaml); found {sweep['lr_min'].nunique()} "
+                                f"`model.init_args.search.lr_min` (config.yaml); found {sweep['lr_min'].nunique()} "
                                 "distinct value(s)."))
     report.tables["sweep"] = sweep
     path = sweep_plot(sweep, figures_dir / "rq4_lr_min.png")

@@ -1,4 +1,4 @@
-"""RQ4 (sensitivity to the learning rate): HyNeA runs that differ in ``model.init_args.lr_min`` (each run's
+"""RQ4 (sensitivity to the learning rate): HyNeA runs that differ in ``model.init_args.search.lr_min`` (each run's
 ``config.yaml``), with their metrics from ``metrics.json``."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ SWEEP_METRICS = ("n_cases", "misclassification_rate", VALID_FAILURE_RATE, "mean_
                  "mean_runtime_s", "std_runtime_s")
 
 def run_learning_rates(run_dir: Path | str) -> tuple[float | None, float | None]:
-    """``(lr_min, lr_max)`` of a run's method from its ``config.yaml`` (``model.init_args``); ``None`` where the
+    """``(lr_min, lr_max)`` of a run's method from its ``config.yaml`` (``model.init_args.search``); ``None`` where the
     file or the setting is missing."""
-    init_args = (run_config_section(run_dir, "model") or {}).get("init_args") or {}
+    init_args = ((run_config_section(run_dir, "model") or {}).get("init_args") or {}).get("search") or {}
 
     def number(key: str) -> float | None:
         try:
