@@ -1,5 +1,5 @@
-"""Valid failures against SUT evaluations: HyNeA settings on the MNIST zoo under the verdict (unanimous judges of
-three families + the realism test), on tuning case seeds that the reported figures (case seeds 0 and 7000) never use.
+"""Valid failures against SUT evaluations: HyNeA settings on the MNIST zoo under the verdict (the judges' vote,
+calibrated on people), on tuning case seeds that the reported figures (case seeds 0 and 7000) never use.
 
     .venv/bin/python benchmarks/realism_tradeoff.py [--seed 1000] [--cases-per-class 4] [--jobs 2]
                                                     [--settings default same-target ...] [--out runs/tradeoff]
@@ -38,6 +38,10 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
     "same-target": ("3 runs, every run at the second most likely class",
                     [f"{HYNEA}retries.attempts", "3", f"{HYNEA}retries.retarget", "false"]),
     "retarget-3": ("3 runs, each aimed at the next most likely class", [f"{HYNEA}retries.attempts", "3"]),
+    "no-steering": ("the default without its steering model (steering.model null)",
+                    [f"{HYNEA}steering.model", "null"]),
+    "acceptance-97": ("the default with the acceptance test's ranges at the 0.97 quantile of the method's digits",
+                      [f"{HYNEA}acceptance.test.init_args.quantile", "0.97"]),
     "no-margin": ("the default, stopped at the first step across the boundary (acceptance.margin_ratio 0)",
                   [f"{HYNEA}acceptance.margin_ratio", "0"]),
     "views": ("the default with six views a step (configs/hynea_views.yaml)", ["--config", "configs/hynea_views.yaml"]),
