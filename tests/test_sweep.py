@@ -92,8 +92,8 @@ def test_a_two_point_sweep_on_the_tiny_zoo_writes_and_resumes_a_run_per_setting(
     printed = capsys.readouterr().out
     for lr_min, lr_max in ((1e-3, 1e-2), (3e-3, 3e-2)):
         run = out / f"lr_{lr_min:g}_{lr_max:g}"
-        init_args = yaml.safe_load((run / "config.yaml").read_text())["model"]["init_args"]
-        assert (init_args["lr_min"], init_args["lr_max"]) == (lr_min, lr_max)
+        search = yaml.safe_load((run / "config.yaml").read_text())["model"]["init_args"]["search"]
+        assert (search["lr_min"], search["lr_max"]) == (lr_min, lr_max)
         (record,) = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
         assert record["method"] == "hynea" and record["error"] is None and 1 <= record["steps"] <= 2
         assert json.loads((run / "summary.json").read_text())["n_cases"] == 1
