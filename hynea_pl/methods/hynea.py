@@ -181,7 +181,8 @@ class HyNeACase(TestCaseModule):
         lr_min, lr_max = self.learning_rates
         total = search.total_steps or max_steps
         if total is None or total <= 0:
-            raise ValueError("HyNeACase needs trainer.max_steps (or model.total_steps) for its OneCycle schedule")
+            raise ValueError("HyNeACase needs trainer.max_steps (or model.init_args.search.total_steps) for its OneCycle "
+                             "schedule")
         return torch.optim.lr_scheduler.OneCycleLR(
             optimizer, max_lr=lr_max, total_steps=total, pct_start=safe_pct_start(search.pct_start, total),
             div_factor=lr_max / lr_min, cycle_momentum=False)
