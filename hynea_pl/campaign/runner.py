@@ -57,7 +57,8 @@ class CaseRun:
         self.kept: TestCaseModule | None = None
         self.spent = self.steps = 0
         self.live: dict[int, TestCaseModule] = {}  # id -> the runs built and not ended
-        self.index: dict[int, int] = {}  # id -> the run's number (0: the first), for every run built
+        self.built = 0  # runs built so far: the next run's number
+        self.index: dict[int, int] = {}  # id -> the run's number (0: the first), for the runs built and alive
         self.base: dict[int, int] = {}  # id -> the case's evaluations its counter started from
         self.latest: TestCaseModule | None = None
         self.missed = False  # a run ended without its result: later runs may take free slots
@@ -88,7 +89,7 @@ class CaseRun:
         """The case's next run: run ``n`` draws from its own seed (``case.seed + n * ATTEMPT_SEED_STRIDE``: no state
         carries from case to case) and its evaluation counter starts from the case's (so the budget holds across
         runs)."""
-        number = len(self.index)
+        number, self.built = self.built, self.built + 1
         L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * number, verbose=False)
         model = self.campaign.build_module(self.case, **overrides)
         key = id(model)
