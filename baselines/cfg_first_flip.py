@@ -1,12 +1,12 @@
 """cfg-first-flip: the diffusion analogue of the truncation first-flip probe (``latent-truncation.txt``,
-Algorithm 2, :mod:`baselines.truncation`), with the classifier-free guidance scale in the role of psi.
+Algorithm 2, :mod:`hynea_pl.baselines.truncation`), with the classifier-free guidance scale in the role of psi.
 
 A case is one seed of one class. Its origin is the LDM's image at the generator's own guidance scale ``s_0``,
 ``generator.sample(generator.initial_noise(seed), c)``: the campaign's shared origin, the image HyNeA, GIFTbench and
 SINVAD start from. The probe re-renders the case from the SAME initial noise at guidance scales descending along a
 schedule and stops at the first scale ``s*`` whose SUT decision left the origin's (``SUT.is_flipped``, the shared
 test). One Lightning training step renders one image and costs at most one SUT evaluation (an image already scored
-in the case is free), through :class:`baselines.search.ProbeSearchCase`.
+in the case is free), through :class:`hynea_pl.baselines.search.ProbeSearchCase`.
 
 Schedule. A guided prediction is ``eps_u + s (eps_c - eps_u) = eps_c + (s - 1) (eps_c - eps_u)``: the guidance term
 beyond the plain conditional model is scaled by ``s - 1``, as truncation scales ``w - w_avg`` by ``psi``.
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from baselines.search import Probe, ProbeSearchCase, descends_from
+from hynea_pl.baselines.search import Probe, ProbeSearchCase, descends_from
 from hynea_pl.generators import GUIDANCE, DiffusionGenerator
 from hynea_pl.suts import SUT
 
@@ -83,7 +83,7 @@ class CFGFirstFlipCase(ProbeSearchCase):
 
     Args:
         generator: the frozen LDM; its ``guidance_scale`` (> 1) samples the origin and starts the schedule.
-        sut, origin_class, seed, target: see :class:`baselines.search.PopulationSearchCase`.
+        sut, origin_class, seed, target: see :class:`hynea_pl.baselines.search.PopulationSearchCase`.
         schedule: ``linear`` or a list of guidance scales descending from the generator's (see the module doc).
     """
 

@@ -26,7 +26,7 @@ from jsonargparse.typing import PositiveInt
 from scipy import stats
 from torch import Tensor
 
-from baselines.search import (
+from hynea_pl.baselines.search import (
     PopulationSearchCase,
     draw_crossover_point,
     draw_parents,
@@ -127,7 +127,7 @@ class GIFTbenchCase(PopulationSearchCase):
 
     Args:
         generator, sut, origin_class, seed, target, population_size, survivors, search_seed, chunk_size: see
-            :class:`baselines.search.PopulationSearchCase`.
+            :class:`hynea_pl.baselines.search.PopulationSearchCase`.
         config: ``"low"`` (pert = range * 1e-4) or ``"high"`` (pert = range * 1e-3), the authors' code; HyNeA's
             paper prints the factors the other way round (see :data:`PERT_FACTORS`).
         range_samples: noise samples that fix the observed range.

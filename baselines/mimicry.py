@@ -40,7 +40,7 @@ attribute. The rest is our reading, stated here and in ``configs/ffhq_mimicry_st
   start of the first generation, each read is one SUT evaluation (``sut_evals``), and ``evals_per_step`` counts the
   pending reads, so the budget still never overruns;
 - ties in fitness are broken by the tested logit signed toward the origin's decision (the shared
-  :func:`baselines.search.attribute_margin`);
+  :func:`hynea_pl.baselines.search.attribute_margin`);
 - ``diagnostics``: ``rival`` is ``None`` (no class); ``rival_draw`` (0-based index of the draw used),
   ``rival_flipped`` (whether the SUT read ``wn``'s image flipped; ``None`` when not read) and ``rival_evals`` (the SUT
   evaluations the choice cost) are added.
@@ -55,7 +55,7 @@ import torch
 from jsonargparse.typing import PositiveInt
 from torch import Tensor
 
-from baselines.search import PopulationSearchCase
+from hynea_pl.baselines.search import PopulationSearchCase
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.objectives import frobenius_distance
 from hynea_pl.suts import SUT, BinaryAttributeSUT, ClassifierSUT
@@ -110,7 +110,8 @@ class MimicryCase(PopulationSearchCase):
 
     Args:
         generator: the frozen style-based GAN (origins are its images at its ``truncation_psi``).
-        sut, origin_class, seed, target, search_seed, chunk_size: see :class:`baselines.search.PopulationSearchCase`
+        sut, origin_class, seed, target, search_seed, chunk_size: see
+        :class:`hynea_pl.baselines.search.PopulationSearchCase`
             (the target, default the origin's second most likely class, is the class of ``wn``).
         population_size: AGE-MOEA2's population (and offspring per generation).
         generations: generations after the initial population (25: 2600 fresh images at most); ``None``: until the

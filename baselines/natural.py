@@ -91,7 +91,8 @@ class NaturalCase(TestCaseModule):
 
     Args:
         generator: the campaign's generator (only for the case's origin, which every method shares).
-        sut, origin_class, seed, target: see :class:`baselines.search.PopulationSearchCase`; the seed draws the order.
+        sut, origin_class, seed, target: see :class:`hynea_pl.baselines.search.PopulationSearchCase`; the seed draws the
+        order.
         pool: the real images: ``zoo://<profile>/held_out[?start=N]`` or a folder of labelled images (sub-folders
             named by class), read by :func:`~hynea_pl.campaign.test_images.read_test_images`. Keep it out of the
             realism test's reference (see the module doc).

@@ -24,7 +24,7 @@ import torch
 from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from torch import Tensor
 
-from baselines.search import (
+from hynea_pl.baselines.search import (
     PopulationSearchCase,
     draw_crossover_point,
     draw_parents,
@@ -116,7 +116,7 @@ class SINVADCase(PopulationSearchCase):
 
     Args:
         generator, sut, origin_class, seed, target, population_size, survivors, search_seed, chunk_size: see
-            :class:`baselines.search.PopulationSearchCase`.
+            :class:`hynea_pl.baselines.search.PopulationSearchCase`.
         targeted: eq. 4 (flip = the prediction is ``target``) instead of eq. 1 (flip = the prediction changed).
         reference: differential testing (eq. 3): a second multiclass model N'; an individual is found when the SUT
             leaves N''s reading of the origin while N' keeps it (the two disagree). Its evaluations are not SUT

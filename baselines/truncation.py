@@ -38,7 +38,7 @@ import torch
 from jsonargparse.typing import ClosedUnitInterval, PositiveFloat, PositiveInt
 from torch import Tensor
 
-from baselines.search import Probe, ProbeSearchCase, descends_from
+from hynea_pl.baselines.search import Probe, ProbeSearchCase, descends_from
 from hynea_pl.generators.stylegan import StyleGANGenerator
 from hynea_pl.metrics.functional.image import l2_distance, ssim
 from hynea_pl.suts import SUT, ClassifierSUT
@@ -115,11 +115,11 @@ def screen(candidate: Tensor, source: Tensor, ssim_min: float = 0.95, l2_max: fl
 # ---------------------------------------------------------------------- the case
 class TruncationProbeCase(ProbeSearchCase):
     """One truncation-probe test case (one seed of one class); one probe image per step
-    (:class:`baselines.search.ProbeSearchCase`).
+    (:class:`hynea_pl.baselines.search.ProbeSearchCase`).
 
     Args:
         generator: the frozen style-based GAN; the origin is ``x_1.0`` (give it ``truncation_psi: 1.0``).
-        sut, origin_class, seed, target, search_seed: see :class:`baselines.search.PopulationSearchCase`.
+        sut, origin_class, seed, target, search_seed: see :class:`hynea_pl.baselines.search.PopulationSearchCase`.
         mode: ``first-flip`` (Algorithm 2) or ``style-mix`` (Algorithm 1).
         schedule: ``fixed``, ``adaptive`` or a descending list of psi from 1.0 (style-mix: the budgets ``B``).
         salvage: first-flip: a seed failing the baseline gate descends until it passes (otherwise it is dropped).

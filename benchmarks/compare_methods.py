@@ -74,8 +74,8 @@ BATCH = ("--cases.batch_size", "5")
 METHODS: tuple[Method, ...] = (
     Method("hynea", ("configs/mnist.yaml",), BATCH, real=("--config", "configs/mnist_real.yaml", *BATCH),
            what="the shipped default (configs/mnist.yaml; real: configs/mnist_real.yaml)"),
-    Method("hynea-paper", ("configs/mnist.yaml", "configs/hynea_paper.yaml"), BATCH, suites=("mnist",),
-           what="the paper's HyNeA (configs/hynea_paper.yaml over the default)"),
+    Method("hynea-paper", ("configs/mnist.yaml", "configs/overlays/hynea_paper.yaml"), BATCH, suites=("mnist",),
+           what="the paper's HyNeA (configs/overlays/hynea_paper.yaml over the default)"),
     Method("giftbench-low", ("configs/mnist_giftbench.yaml",), ("--model.init_args.config", "low"), cap=5,
            suites=("mnist",), what="GIFTbench, the authors' perturbation (1e-4)"),
     Method("giftbench-high", ("configs/mnist_giftbench.yaml",), ("--model.init_args.config", "high"), cap=10,

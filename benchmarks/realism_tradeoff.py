@@ -44,8 +44,10 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
                       [f"{HYNEA}acceptance.test.init_args.quantile", "0.97"]),
     "no-margin": ("the default, stopped at the first step across the boundary (acceptance.margin_ratio 0)",
                   [f"{HYNEA}acceptance.margin_ratio", "0"]),
-    "views": ("the default with six views a step (configs/hynea_views.yaml)", ["--config", "configs/hynea_views.yaml"]),
-    "paper": ("the paper's HyNeA (configs/hynea_paper.yaml)", ["--config", "configs/hynea_paper.yaml"]),
+    "views": ("the default with six views a step (configs/overlays/hynea_views.yaml)",
+              ["--config", "configs/overlays/hynea_views.yaml"]),
+    "paper": ("the paper's HyNeA (configs/overlays/hynea_paper.yaml)",
+              ["--config", "configs/overlays/hynea_paper.yaml"]),
 }
 
 COLUMNS = ("setting", "cases", "flip", "valid", "unaccepted", "degraded", "semantic", "ambiguous",

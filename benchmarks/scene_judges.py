@@ -11,7 +11,8 @@ scene is excluded).
 
 "Wrongly present": absent digits (scene, class) the judge reads present, over all absent ones; a validity judge that
 errs this way calls a failure valid although the digit is gone. "Wrongly absent": present digits read absent, over
-all present ones; it under-counts valid failures. The judges come from configs/scenes_oracle.yaml (built from the
+all present ones; it under-counts valid failures. The judges come from configs/sections/scenes_oracle.yaml (built from
+the
 full zoo on first use), the window reader's threshold swept.
 """
 
@@ -34,7 +35,7 @@ from hynea_pl.zoo.scenes.attributes import attribute_logits
 from hynea_pl.zoo.scenes.data import scene_split
 
 
-def shipped_judges(path: str = "configs/scenes_oracle.yaml") -> tuple[SUT, DigitWindowReader]:
+def shipped_judges(path: str = "configs/sections/scenes_oracle.yaml") -> tuple[SUT, DigitWindowReader]:
     """The two judges of the shipped scene oracle, instantiated from its YAML as a campaign's ``oracle`` is."""
     parser = fit_parser()
     with open(path) as file:

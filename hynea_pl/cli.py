@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import traceback
-
 import warnings
 from pathlib import Path
 from typing import NoReturn
@@ -13,8 +13,10 @@ from typing import NoReturn
 from hynea_pl import errors
 from hynea_pl.errors import CampaignFailed, ConfigMismatch, one_line
 
-#: the package's folders: a warning raised there is the package's own, shown as one plain line
-PACKAGE_DIRS = tuple(str(Path(__file__).resolve().parents[1] / name) for name in ("hynea_pl", "baselines"))
+#: the package's folders (the baselines' is the checkout's top-level baselines/ until installed from a wheel): a
+#: warning raised there is the package's own, shown as one plain line
+PACKAGE_DIRS = tuple(str(Path(folder).resolve()) for folder in (
+    Path(__file__).parent, *importlib.util.find_spec("hynea_pl.baselines").submodule_search_locations))
 
 USAGE = """usage: python -m hynea_pl [--debug] <command> [options]
 

@@ -199,7 +199,7 @@ def test_the_zoo_acceptance_fitted_on_the_judges_digits_is_refused(tiny_zoo, tmp
 
 
 def test_the_paper_overlay_drops_what_the_default_adds():
-    config = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/hynea_paper.yaml"]).config
+    config = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/overlays/hynea_paper.yaml"]).config
     hynea = config.model.init_args
     assert hynea.steering.model is None and hynea.acceptance.test is None and hynea.retries.attempts == 1
     assert hynea.acceptance.margin == 0 and hynea.acceptance.margin_ratio == 0
@@ -209,5 +209,5 @@ def test_the_paper_overlay_drops_what_the_default_adds():
     assert default.acceptance.test is not None and default.retries.attempts > 1 and default.acceptance.margin_ratio > 0
     assert default.views is None and default.retries.retarget  # one SUT evaluation a step; each run a fresh target
     assert default.search == hynea.search, "the paper's overlay keeps the default's search"
-    views = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/hynea_views.yaml"]).config
+    views = parse_config(["--config", "configs/mnist.yaml", "--config", "configs/overlays/hynea_views.yaml"]).config
     assert views.model.init_args.views.count == 6 and views.output.method == "hynea-views"

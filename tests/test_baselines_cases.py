@@ -9,8 +9,8 @@ import pytest
 import torch
 from tiny_components import tiny_generator, tiny_sut
 
-from baselines.giftbench import GIFTbenchCase
-from baselines.sinvad import SINVADCase
+from hynea_pl.baselines.giftbench import GIFTbenchCase
+from hynea_pl.baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods import HyNeACase
 from hynea_pl.suts import ClassifierSUT, Preprocess

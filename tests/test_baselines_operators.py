@@ -9,9 +9,9 @@ import torch
 from scipy import stats
 from tiny_components import tiny_generator
 
-from baselines import giftbench as gb
-from baselines import sinvad as sv
-from baselines.search import (
+from hynea_pl.baselines import giftbench as gb
+from hynea_pl.baselines import sinvad as sv
+from hynea_pl.baselines.search import (
     detection_margin, draw_crossover_point, draw_parents, origin_margin, select_survivors, single_point_crossover,
 )
 from hynea_pl.suts import BinaryAttributeSUT, ClassifierSUT

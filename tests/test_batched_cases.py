@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 from test_baselines_cases import CountingSUT, counting_sut, make_trainer
 from tiny_components import DIGIT_CENTROIDS, PAPER_HYNEA, tiny_generator, tiny_sut
 
-from baselines.giftbench import GIFTbenchCase
-from baselines.sinvad import SINVADCase
+from hynea_pl.baselines.giftbench import GIFTbenchCase
+from hynea_pl.baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.cli import main
 from hynea_pl.hypernets import ControlProjector

@@ -15,7 +15,7 @@ from tiny_components import tiny_generator, tiny_sut
 from tiny_stylegan import CraftedGAN, threshold_sut
 from torch import Tensor, nn
 
-from baselines.cfg_first_flip import CFGFirstFlipCase, guidance, resolve_guidance_schedule
+from hynea_pl.baselines.cfg_first_flip import CFGFirstFlipCase, guidance, resolve_guidance_schedule
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.generators import DiffusionGenerator
 from hynea_pl.generators.stylegan import StyleGANGenerator

@@ -133,19 +133,19 @@ def test_wrong_config_key_is_a_one_line_error_naming_it(tmp_path, capsys):
 
 def test_wrong_key_inside_a_config_file_is_named(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(Path("configs/methods/hynea.yaml").read_text().replace("lr_max:", "lr_maxx:"))
+    bad.write_text(Path("configs/sections/hynea.yaml").read_text().replace("lr_max:", "lr_maxx:"))
     assert main(["fit", "--config", "configs/mnist.yaml", "--config", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "lr_maxx" in err
 
 
 def test_a_copied_config_without_the_file_it_reads_says_what_to_do(tmp_path, capsys):
-    """configs/mnist.yaml reads methods/hynea.yaml beside it: a copy elsewhere without it is one line that says so."""
+    """configs/mnist.yaml reads sections/hynea.yaml beside it: a copy elsewhere without it is one line that says so."""
     copy = tmp_path / "my_mnist.yaml"
     copy.write_text(Path("configs/mnist.yaml").read_text())
     assert main(["fit", "--config", str(copy)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "methods/hynea.yaml" in err and "relative to" in err
+    assert len(err.splitlines()) == 1 and "sections/hynea.yaml" in err and "relative to" in err
 
 
 def test_missing_sut_checkpoint_is_a_one_line_error_naming_it(tmp_path, capsys, tiny_zoo):

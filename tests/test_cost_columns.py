@@ -8,7 +8,7 @@ import lightning as L
 import pytest
 from tiny_components import tiny_generator, tiny_sut
 
-from baselines.sinvad import SINVADCase
+from hynea_pl.baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.callbacks.stop import note_stop
 from hynea_pl.campaign.summary import SUMMARY_KEYS, read_summary, summarize_records

@@ -19,9 +19,9 @@ from tiny_components import tiny_generator
 from tiny_stylegan import CraftedGAN, threshold_sut
 from torch import Tensor, nn
 
-from baselines.cfg_first_flip import CFGFirstFlipCase
-from baselines.giftbench import GIFTbenchCase
-from baselines.sinvad import SINVADCase
+from hynea_pl.baselines.cfg_first_flip import CFGFirstFlipCase
+from hynea_pl.baselines.giftbench import GIFTbenchCase
+from hynea_pl.baselines.sinvad import SINVADCase
 from hynea_pl.generators import (
     AUTOENCODER,
     GUIDANCE,

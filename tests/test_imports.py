@@ -15,7 +15,7 @@ PACKAGE = ROOT / "hynea_pl"
 MODULES = [
     "hynea_pl.paths", "hynea_pl.progress", "hynea_pl.zoo", "hynea_pl.generators", "hynea_pl.hypernets",
     "hynea_pl.suts", "hynea_pl.metrics", "hynea_pl.methods", "hynea_pl.campaign", "hynea_pl.callbacks",
-    "hynea_pl.objectives", "hynea_pl.report", "hynea_pl.evaluation", "baselines",
+    "hynea_pl.objectives", "hynea_pl.report", "hynea_pl.evaluation", "hynea_pl.baselines",
 ]
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tiny_stylegan import RANDOM_GENERATOR_SOURCE, CraftedGAN, threshold_sut
 
-from baselines.mimicry import MimicryCase, mixed_styles
+from hynea_pl.baselines.mimicry import MimicryCase, mixed_styles
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.generators.stylegan import StyleGANGenerator
 

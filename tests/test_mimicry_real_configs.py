@@ -23,8 +23,8 @@ from test_config_imagenet import random_resnet18
 from tiny_stylegan import (NVIDIA_MODULE, CraftedGAN, CraftedUnconditionalGAN, attribute_sut, threshold_sut,
                            write_nvidia_pickle)
 
-from baselines.mimicry import MimicryCase
-from baselines.search import attribute_margin
+from hynea_pl.baselines.mimicry import MimicryCase
+from hynea_pl.baselines.search import attribute_margin
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.cli import main
 from hynea_pl.generators.stylegan import StyleGANGenerator

@@ -16,7 +16,7 @@ from PIL import Image
 from tiny_components import DIGIT_CENTROIDS, tiny_generator
 from tiny_stylegan import threshold_sut
 
-from baselines.natural import NaturalCase, draw_order, read_pool
+from hynea_pl.baselines.natural import NaturalCase, draw_order, read_pool
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.suts import ClassifierSUT
 

@@ -10,7 +10,7 @@ from test_baselines_cases import SwitchSUT, counting_sut
 from test_hynea_case import make_case, make_trainer
 from tiny_components import ScriptedFlipSUT, ThirdClassSUT, tiny_generator, tiny_sut
 
-from baselines.sinvad import SINVADCase
+from hynea_pl.baselines.sinvad import SINVADCase
 from hynea_pl.callbacks import FlipEarlyStopping, SUTEvaluationBudget
 from hynea_pl.methods.hynea_options import PaperSearch, Steering
 from hynea_pl.zoo.labelled.classifier import SmallCNN

@@ -149,7 +149,7 @@ def scene_oracle_models(oracle: dict | str) -> list[dict]:
     return [judge["init_args"].get("model", judge) for judge in model["init_args"]["judges"]]
 
 
-SCENE_CONFIGS = sorted(set(Path("configs").glob("scenes_*.yaml")) - {Path("configs/scenes_oracle.yaml")})
+SCENE_CONFIGS = sorted(set(Path("configs").glob("scenes_*.yaml")) - {Path("configs/sections/scenes_oracle.yaml")})
 
 
 @pytest.mark.parametrize("config", SCENE_CONFIGS, ids=lambda p: p.name)
@@ -174,13 +174,14 @@ def test_shipped_scene_configs_build_the_models_the_full_zoo_trains(config: Path
 
 
 def test_scene_configs_share_one_oracle_of_two_unanimous_judges():
-    """Every scene config judges with configs/scenes_oracle.yaml: the attribute oracle and the MNIST judges over
+    """Every scene config judges with configs/sections/scenes_oracle.yaml: the attribute oracle and the MNIST judges
+    over
     windows, both of which must still see the digit."""
     import yaml
 
     for config in SCENE_CONFIGS:
-        assert yaml.safe_load(config.read_text())["oracle"] == "scenes_oracle.yaml", config.name
-    judges = scene_oracle_models("scenes_oracle.yaml")
+        assert yaml.safe_load(config.read_text())["oracle"] == "sections/scenes_oracle.yaml", config.name
+    judges = scene_oracle_models("sections/scenes_oracle.yaml")
     assert [judge["class_path"] for judge in judges] == ["hynea_pl.zoo.labelled.oracle.OracleNet",
                                                          "hynea_pl.suts.DigitWindowReader"]
     reader = judges[1]["init_args"]["reader"]

@@ -36,9 +36,10 @@ def scene_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def tiny_oracle(root: Path) -> Path:
-    """The shipped scene oracle (configs/scenes_oracle.yaml) on the tiny zoos: the tiny attribute oracle and the tiny
+    """The shipped scene oracle (configs/sections/scenes_oracle.yaml) on the tiny zoos: the tiny attribute oracle and
+    the tiny
     MNIST judges read over windows."""
-    oracle = yaml.safe_load(Path("configs/scenes_oracle.yaml").read_text())
+    oracle = yaml.safe_load(Path("configs/sections/scenes_oracle.yaml").read_text())
     cnn, windows = oracle["init_args"]["model"]["init_args"]["judges"]
     cnn["init_args"]["weights"] = "zoo://tiny/attribute_oracle"
     cnn["init_args"]["model"]["init_args"]["widths"] = [4, 8]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_stylegan import CraftedGAN, threshold_sut
 
-from baselines.truncation import (
+from hynea_pl.baselines.truncation import (
     TruncationProbeCase,
     acceptance,
     bisect_smallest_flip,
@@ -150,7 +150,7 @@ def test_the_probes_refuse_a_truncated_origin_and_unknown_modes():
 def test_table1_row_counts_seeds_frontiers_and_valid_inputs(tmp_path):
     from torchvision.utils import save_image
 
-    from baselines.truncation import table1_row
+    from hynea_pl.baselines.truncation import table1_row
     from hynea_pl.schema import CaseRecord
 
     (tmp_path / "cases").mkdir()

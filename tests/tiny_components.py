@@ -193,7 +193,7 @@ class FailingBuildHyNeA(HyNeACase):
 
 
 #: ``fit`` arguments (after ``--config configs/mnist.yaml``) that make its HyNeA the paper's
-PAPER_HYNEA = ("--config", "configs/hynea_paper.yaml")
+PAPER_HYNEA = ("--config", "configs/overlays/hynea_paper.yaml")
 
 #: ``fit`` arguments that replace a config's SUT model by :class:`DigitCentroids` (no weights file)
 DIGIT_CENTROIDS = ("--sut.init_args.model", "tiny_components.DigitCentroids", "--sut.init_args.weights", "null")

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lightning as L
-import yaml
 from jsonargparse import ActionConfigFile, ArgumentError, Namespace
 from jsonargparse.typing import import_object
 from lightning.pytorch.cli import LightningArgumentParser
 
 from hynea_pl.callbacks import SUTEvaluationBudget
 from hynea_pl.campaign.case_types import CaseSelection
+from hynea_pl.campaign.config_files import resolve_config_args
 from hynea_pl.campaign.profile import apply_profile, stated_keys
 from hynea_pl.errors import one_line
 from hynea_pl.evaluation.stability import StabilityVariants
@@ -39,7 +39,7 @@ from hynea_pl.generators import Generator
 from hynea_pl.methods.base import TestCaseModule
 from hynea_pl.metrics.typicality import TypicalityTest
 from hynea_pl.suts import SUT
-from hynea_pl.zoo.cache import MOVED_CLASSES
+from hynea_pl.zoo.cache import current_class_path
 
 #: Trainer defaults of a test case: no checkpoint of the frozen models, no logger unless configured.
 TRAINER_DEFAULTS = {
@@ -93,9 +93,9 @@ def fit_parser() -> LightningArgumentParser:
 
     ``model`` is any test-case LightningModule given as ``class_path`` + ``init_args`` whose constructor takes
     ``generator``, ``sut``, ``origin_class`` and ``seed`` first and that subclasses
-    :class:`hynea_pl.methods.TestCaseModule`: ``hynea_pl.methods.HyNeACase``, ``baselines.giftbench.GIFTbenchCase``,
-    ``baselines.sinvad.SINVADCase``, or a user's own method (docs/guide.md, "Your own method"). Adding an option to a
-    section is an argument of that section's class."""
+    :class:`hynea_pl.methods.TestCaseModule`: ``hynea_pl.methods.HyNeACase``,
+    ``hynea_pl.baselines.giftbench.GIFTbenchCase``, ``hynea_pl.baselines.sinvad.SINVADCase``, or a user's own method
+    (docs/guide.md, "Your own method"). Adding an option to a section is an argument of that section's class."""
     parser = LightningArgumentParser(
         exit_on_error=False, prog="python -m hynea_pl fit",
         description="Generate failure-inducing test inputs: one fit per test case.")
@@ -156,8 +156,7 @@ def parse_config(args: list[str] | Namespace | dict) -> FitConfig:
     parser = fit_parser()
     try:
         if isinstance(args, list):
-            _check_config_files(args)
-            config = parser.parse_args(_group_models_off(args))
+            config = parser.parse_args(_group_models_off(resolve_config_args(args)))
         else:
             config = parser.parse_object(args.as_dict() if isinstance(args, Namespace) else args)
     except ArgumentError as error:
@@ -201,43 +200,23 @@ def _group_models_off(args: list[str]) -> list[str]:
     return out
 
 
-def _check_config_files(args: list[str]) -> None:
-    """A ``--config`` file that is missing, empty or no mapping of sections: one line naming it."""
-    for flag, value in zip(args, args[1:]):
-        if flag != "--config":
-            continue
-        path = Path(value)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file not found: {path}")
-        try:
-            content = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as error:
-            mark = getattr(error, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise ValueError(f"config file {path} is not valid YAML{where}: "
-                             f"{getattr(error, 'problem', None) or error}") from None
-        if not isinstance(content, dict):
-            what = "empty" if content is None else f"a {type(content).__name__}"
-            raise ValueError(f"config file {path} is {what}, not a mapping of sections (generator, sut, model, "
-                             "cases, budget, trainer, output)")
-
-
 def included_file_hint(message: str) -> str:
     """What to do when a config's ``config:`` key names a file that is not there: the path is relative to the
-    config's own folder (``configs/mnist.yaml`` reads ``configs/methods/hynea.yaml``), so a copy elsewhere needs it
+    config's own folder (``configs/mnist.yaml`` reads ``configs/sections/hynea.yaml``), so a copy elsewhere needs it
     beside it."""
     if 'Parser key "config": File does not exist' not in message:
         return ""
     return ("; a config's 'config:' names a file relative to the config's own folder (configs/mnist.yaml reads "
-            "configs/methods/hynea.yaml): copy configs/methods/ beside your copy, or keep configs/mnist.yaml and "
+            "configs/sections/hynea.yaml): copy configs/sections/ beside your copy, or keep configs/mnist.yaml and "
             "layer your changes with a second --config")
 
 
 def closest_option_hint(message: str) -> str:
     """``"; did you mean 'lr_max'?"`` for an unknown key in a jsonargparse message (an option a class does not
     accept, an unrecognized ``--section.option``), from the class's parameters or the schema's keys; ``""`` when
-    nothing is close; for a class path that moved (:data:`~hynea_pl.zoo.cache.MOVED_CLASSES`), where it is now."""
-    moved = [(old, new) for old, new in MOVED_CLASSES.items() if f"'{old}'" in message]
+    nothing is close; for a class path that moved (:func:`~hynea_pl.zoo.cache.current_class_path`), where it is now."""
+    moved = [(old, new) for old in dict.fromkeys(re.findall(r"'([A-Za-z_][\w.]*\.[A-Z]\w*)'", message))
+             if (new := current_class_path(old)) != old]
     if moved:
         return "".join(f"; {old} is now {new}" for old, new in moved)
     option = re.search(r"Option '([\w.]+)' is not accepted", message)

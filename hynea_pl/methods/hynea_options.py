@@ -2,7 +2,8 @@
 
 Each group is one argument of :class:`~hynea_pl.methods.hynea.HyNeACase` (``model.init_args.<group>.<option>`` in a
 config or on the command line, e.g. ``--model.init_args.search.lr_max 1e-3``); the measured effect of each is in
-``docs/methods.md``. The paper's HyNeA is :class:`PaperSearch` with every extension off (``configs/hynea_paper.yaml``);
+``docs/methods.md``. The paper's HyNeA is :class:`PaperSearch` with every extension off
+(``configs/overlays/hynea_paper.yaml``);
 the views of the image (expectation over transformations) are :class:`~hynea_pl.methods.views.SearchViews`.
 """
 

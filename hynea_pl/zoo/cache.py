@@ -39,6 +39,18 @@ MOVED_CLASSES: dict[str, str] = {
        for module, before, now in _LABELLED_CLASSES for package in ("hynea_pl.zoo", "hynea_pl.zoo.mnist")},
 }
 
+#: Modules that moved whole: a class path under the old prefix lives under the new one (the baselines installed as
+#: the top-level package ``baselines`` before they moved under the package's own name).
+MOVED_MODULES: dict[str, str] = {"baselines": "hynea_pl.baselines"}
+
+
+def current_class_path(class_path: str) -> str:
+    """Where the class a config named ``class_path`` lives now (:data:`MOVED_CLASSES`, :data:`MOVED_MODULES`)."""
+    for old, new in MOVED_MODULES.items():
+        if class_path.startswith(f"{old}."):
+            return new + class_path[len(old):]
+    return MOVED_CLASSES.get(class_path, class_path)
+
 
 def zoo_dir() -> Path:
     """The zoo's folder in the cache (a cache root that is no folder is a one-line error naming it)."""
@@ -57,7 +69,7 @@ def import_class(class_path: str) -> type:
     (:data:`MOVED_CLASSES`)."""
     from jsonargparse.typing import import_object
 
-    return import_object(MOVED_CLASSES.get(class_path, class_path))
+    return import_object(current_class_path(class_path))
 
 
 def missed_record(manifest: Path) -> Path:
@@ -99,8 +111,10 @@ def atomic_entry(path: Path) -> Iterator[Path]:
 
 
 def current_class_paths(config_text: str) -> str:
-    """A saved config's text (a run folder's ``config.yaml``) with every moved class path (:data:`MOVED_CLASSES`)
-    written as it is now, so that a run from before the move still parses (replay, resume)."""
+    """A saved config's text (a run folder's ``config.yaml``) with every moved class path (:data:`MOVED_CLASSES`,
+    :data:`MOVED_MODULES`) written as it is now, so that a run from before the move still parses (replay, resume)."""
     for old, new in MOVED_CLASSES.items():
         config_text = re.sub(rf"(?<![\w.]){re.escape(old)}(?![\w.])", new, config_text)
+    for old, new in MOVED_MODULES.items():
+        config_text = re.sub(rf"(?<=class_path: ){re.escape(old)}\.", f"{new}.", config_text)
     return config_text

@@ -13,7 +13,7 @@ METRICS = ROOT / "hynea_pl" / "metrics"
 #: What a pure metric never imports: the layers above it, the callbacks and methods, and the readers of run folders
 #: (PNG files, JSON lines).
 FORBIDDEN = ("hynea_pl.zoo", "hynea_pl.campaign", "hynea_pl.report", "hynea_pl.evaluation", "hynea_pl.callbacks",
-             "hynea_pl.methods", "hynea_pl.images", "hynea_pl.jsonl", "baselines")
+             "hynea_pl.methods", "hynea_pl.images", "hynea_pl.jsonl", "hynea_pl.baselines")
 #: Names of the schema that read or write run folders.
 RUN_FOLDER_NAMES = {"read_records", "write_records", "parse_record"}
 
@@ -69,7 +69,7 @@ def test_metrics_hold_no_baselines_constants():
 
     for module in (hynea_pl.metrics, functional, search):
         assert not [name for name in vars(module) if "PSI_SCHEDULE" in name], module.__name__
-    from baselines.truncation import ADAPTIVE_PSI_SCHEDULE, FIXED_PSI_SCHEDULE, SCHEDULES
+    from hynea_pl.baselines.truncation import ADAPTIVE_PSI_SCHEDULE, FIXED_PSI_SCHEDULE, SCHEDULES
 
     assert SCHEDULES == {"fixed": FIXED_PSI_SCHEDULE, "adaptive": ADAPTIVE_PSI_SCHEDULE}
     assert FIXED_PSI_SCHEDULE == (1.0, 0.9, 0.8, 0.7, 0.6, 0.5)

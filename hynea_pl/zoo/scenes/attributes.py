@@ -19,7 +19,7 @@ trained with BCE with logits on scenes drawn from the zoo's training digits:
           preprocess: {size: 64, channels: 1, mean: [0.5], std: [0.5]}
 
 - ``attribute_oracle``: one of the scenes' two validity judges (is each digit still present? the other is the MNIST
-  zoo's judges read over windows, ``configs/scenes_oracle.yaml``), trained independently of the
+  zoo's judges read over windows, ``configs/sections/scenes_oracle.yaml``), trained independently of the
   SUT: another architecture (the zoo oracle's residual :class:`~hynea_pl.zoo.labelled.oracle.OracleNet`, global average
   pooling), other scenes, another seed and the MNIST oracle's stronger augmentation (stroke width, elastic, small
   affine warps, pixel noise; :func:`hynea_pl.zoo.labelled.oracle.augment`). It only judges; it never steers a search. The
@@ -328,7 +328,8 @@ ZOO_COMPONENTS = (
         name="attribute_oracle", train_configs=ORACLE_CONFIGS, gate_configs=GATE_CONFIGS,
         train=train_attribute_oracle, measure=_measure(load_attribute_oracle), load=load_attribute_oracle,
         uri_target="model.safetensors", base_gated=False,
-        description="digit scenes' validity judge (one of configs/scenes_oracle.yaml's two): residual OracleNet, "
+        description="digit scenes' validity judge (one of configs/sections/scenes_oracle.yaml's two): residual
+        OracleNet, "
                     "10 logits 'digit k present'; judges only",
     ),
 )
