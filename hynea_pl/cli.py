@@ -435,18 +435,25 @@ def _repair(args: list[str]) -> int:
                                        "real images), then measure the original, the repaired and the control model: "
                                        "held-out accuracy, the original's natural errors, and a HyNeA campaign "
                                        "against each. Arguments after -- go to those campaigns' fit.")
-    parser.add_argument("run_dirs", nargs="+", help="run folders whose valid failures repair the SUT")
-    parser.add_argument("--out", required=True, help="the repair's folder (a second call reuses what it holds)")
+    parser.add_argument("run_dirs", nargs="+", help="run folders whose valid failures repair the SUT, each once")
+    parser.add_argument("--out", required=True,
+                        help="the repair's folder: new, empty, or holding a repair of the same arguments (a second "
+                             "call reuses what it holds)")
     parser.add_argument("--sut", default=None,
-                        help="the SUT as fit --sut takes it (default: the sut section of --eval-config)")
-    parser.add_argument("--profile", default=defaults.profile, help="the zoo profile of the real images")
-    parser.add_argument("--steps", type=int, default=defaults.steps, help="fine-tuning steps at most")
-    parser.add_argument("--eval-config", default=defaults.eval_config, help="the campaign run against each model")
+                        help="a SUT file as fit --sut takes it, or a fit config with a sut section (default: the sut "
+                             "section of --eval-config)")
+    parser.add_argument("--profile", default=defaults.profile,
+                        help=f"the zoo profile of the real images (default {defaults.profile})")
+    parser.add_argument("--steps", type=int, default=defaults.steps,
+                        help=f"fine-tuning steps at most, a positive integer (default {defaults.steps})")
+    parser.add_argument("--eval-config", default=defaults.eval_config,
+                        help=f"the fit config of the campaign run against each model (default {defaults.eval_config})")
     parser.add_argument("--eval-seeds", type=int, nargs="*", default=list(defaults.eval_seeds),
-                        help="case seeds of those campaigns (none: no campaign)")
+                        help="case seeds of those campaigns, distinct integers other than the runs' case seeds "
+                             "(none: no campaign)")
     parser.add_argument("--jobs", type=int, default=1,
-                        help="campaigns at a time, one torch thread each when more than one (default 1)")
-    options = parser.parse_args(own)
+                        help="campaigns at a time, at least 1, one torch thread each when more than one (default 1)")
+    options = parser.parse_args(own)  # every value is checked before anything is written (check_arguments)
     repair(options.run_dirs, options.out, sut=options.sut, jobs=options.jobs, profile=options.profile,
            steps=options.steps, eval_config=options.eval_config, eval_seeds=tuple(options.eval_seeds),
            eval_args=tuple(eval_args))

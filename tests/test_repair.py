@@ -149,3 +149,61 @@ def test_the_interpolation_keeps_the_largest_share_of_the_fine_tuning_within_the
         keep.on_fit_end(None, module)
         assert keep.alpha == alpha and model.weight.item() == pytest.approx(10 * alpha)
         assert keep.history[0] == (0.0, pytest.approx(0.9)) and all(a >= alpha for a, _ in keep.history[1:])
+
+
+#: a bad value of each argument (``{tmp}``: the test's folder), the argument its one line names and what it says
+BAD_ARGUMENTS = [
+    ("steps", ["--steps", "-5"], "--steps", "a positive integer"),
+    ("steps-zero", ["--steps", "0"], "--steps", "a positive integer"),
+    ("steps-not-int", ["--steps", "1.5"], "--steps", "invalid int value"),
+    ("jobs", ["--jobs", "0"], "--jobs", "a positive integer"),
+    ("profile", ["--profile", "nosuch"], "--profile", "a zoo profile, one of ["),
+    ("eval-config-missing", ["--eval-config", "{tmp}/nope.yaml"], "--eval-config", "no such file or shipped config"),
+    ("eval-config-not-mapping", ["--eval-config", "{tmp}/list.yaml"], "--eval-config", "not a mapping"),
+    ("sut-missing", ["--sut", "{tmp}/nope.yaml"], "--sut", "an existing SUT file"),
+    ("sut-without-sut", ["--sut", "{tmp}/list.yaml"], "--sut", "it holds none"),
+    ("out-file", ["--out", "{tmp}/a_file"], "--out", "it is a file"),
+    ("out-not-empty", ["--out", "{tmp}/full"], "--out", "it is not empty and holds no repair"),
+    ("out-other-repair", ["--out", "{tmp}/other"], "--out", "already holds a repair of other arguments"),
+    ("eval-seeds-of-failures", ["--eval-seeds", "1000"], "--eval-seeds", "case seeds [1000] gave failures"),
+    ("eval-seeds-twice", ["--eval-seeds", "5", "5"], "--eval-seeds", "distinct integers"),
+    ("eval-seeds-not-int", ["--eval-seeds", "x"], "--eval-seeds", "invalid int value"),
+]
+
+
+def tree(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``folder`` with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize(("bad", "argument", "message"), [case[1:] for case in BAD_ARGUMENTS],
+                         ids=[case[0] for case in BAD_ARGUMENTS])
+def test_a_bad_argument_is_one_line_naming_it_before_anything_is_written(tmp_path, tiny_zoo, sut_file, capsys, bad,
+                                                                         argument, message):
+    run = make_run(tmp_path, "run", ["valid_failure"] * 2)
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump({"sut": TINY_SUT}))
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "a_file").write_text("not a folder\n")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("someone else's\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "repair.json").write_text(json.dumps({"steps": 9}))
+    good = [str(run), "--sut", str(sut_file), "--out", str(tmp_path / "out"), "--profile", "tiny", "--steps", "1",
+            "--eval-config", str(tmp_path / "eval.yaml"), "--eval-seeds", "5", "--jobs", "1"]
+    before = tree(tmp_path)
+    capsys.readouterr()
+    assert main(["repair", *good, *[a.format(tmp=tmp_path) for a in bad]]) == 2  # the last of an option wins
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and argument in lines[0] and message in lines[0], lines
+    assert tree(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+def test_good_arguments_pass_the_checks_and_write_nothing(tmp_path, tiny_zoo, sut_file):
+    from hynea_pl.repair.command import RepairSettings, check_arguments
+
+    run = make_run(tmp_path, "run", ["valid_failure"] * 2)
+    out = tmp_path / "out"
+    settings, failures, original = check_arguments([run], out, str(sut_file), 2,
+                                                   RepairSettings(eval_seeds=(5, 6), **SMALL))
+    assert settings.sut == TINY_SUT and settings.failure_runs == (str(run.resolve()),) and len(failures) == 2
+    assert not out.exists()

@@ -64,17 +64,126 @@ class RepairSettings:
     sut: dict[str, Any] = field(default_factory=dict)
 
 
+#: what --sut (or the sut section of --eval-config) must hold
+SUT_FILE = "an existing SUT file: a class_path and init_args, or a fit config with a sut section of them"
+#: what --out must be
+OUT_FOLDER = "a new or empty folder, or one holding a repair of the same arguments (other --eval-seeds add campaigns)"
+
+
+def invalid(argument: str, value: Any, allowed: str, why: str = "") -> ValueError:
+    """The one-line error of a bad argument, naming it, its value and the values it allows:
+    ``--steps = -5: must be a positive integer (...)``, then ``; why`` when given; ``main`` prints it and exits 2."""
+    return ValueError(f"{argument} = {value}: must be {allowed}" + (f"; {why}" if why else ""))
+
+
+def is_integer(value: Any) -> bool:
+    """``value`` is an ``int`` (a ``bool`` is not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def read_yaml(argument: str, path: str, allowed: str) -> Any:
+    """The YAML file ``path`` that ``argument`` names; a one-line error when it is missing or does not parse."""
+    source = Path(path)
+    if not source.is_file():
+        raise invalid(argument, path, allowed, "no such file")
+    try:
+        return yaml.safe_load(source.read_text())
+    except yaml.YAMLError as error:
+        raise invalid(argument, path, allowed, f"not YAML: {' '.join(str(error).split())}") from None
+
+
+def read_eval_config(path: str) -> dict[str, Any]:
+    """The fit config ``--eval-config`` names, a YAML mapping of its sections; one line when it is not one."""
+    from hynea_pl.campaign.config_files import resolve_config
+
+    allowed = "a fit config file or a shipped config's name (a YAML mapping of sections, as fit --config takes)"
+    try:
+        source = resolve_config(path)
+    except FileNotFoundError:
+        raise invalid("--eval-config", path, allowed, "no such file or shipped config") from None
+    config = read_yaml("--eval-config", str(source), allowed)
+    if not isinstance(config, dict):
+        raise invalid("--eval-config", path, allowed, f"it holds a {type(config).__name__}, not a mapping")
+    return config
+
+
+def sut_section(config: Any) -> dict[str, Any] | None:
+    """``{class_path, init_args}`` of a SUT file's content (that mapping, or its ``sut`` section); ``None`` when it
+    holds none."""
+    config = config.get("sut", config) if isinstance(config, dict) else None
+    if not isinstance(config, dict) or "class_path" not in config:
+        return None
+    if not isinstance(config.get("init_args") or {}, dict):
+        return None
+    return {"class_path": config["class_path"], "init_args": dict(config.get("init_args") or {})}
+
+
 def read_sut_config(path: str | None, eval_config: str) -> dict[str, Any]:
     """A SUT's ``{class_path, init_args}``: from ``path`` (that mapping, or a file with a ``sut`` section), or the
-    ``sut`` section of ``eval_config`` (the zoo's SUT for ``configs/mnist.yaml``)."""
-    source = Path(path or eval_config)
-    if not source.is_file():
-        raise FileNotFoundError(f"no SUT file {source}")
-    config = yaml.safe_load(source.read_text()) or {}
-    config = config.get("sut", config) if isinstance(config, dict) else {}
-    if not isinstance(config, dict) or "class_path" not in config:
-        raise ValueError(f"{source} holds no SUT (a class_path and init_args, or a sut section of them)")
-    return {"class_path": config["class_path"], "init_args": dict(config.get("init_args") or {})}
+    ``sut`` section of ``eval_config`` (the zoo's SUT for ``configs/mnist.yaml``); a one-line error naming the
+    argument (``--sut``, else ``--eval-config``) when the file is missing or holds no SUT."""
+    if path is None:
+        config = sut_section(read_eval_config(eval_config))
+        if config is None:
+            raise invalid("--eval-config", eval_config, "a fit config with a sut section when --sut is not given",
+                          "it holds none")
+        return config
+    config = sut_section(read_yaml("--sut", path, SUT_FILE))
+    if config is None:
+        raise invalid("--sut", path, SUT_FILE, "it holds none")
+    return config
+
+
+def check_numbers(settings: RepairSettings, jobs: int) -> None:
+    """``--steps`` a positive integer, ``--jobs`` one of at least 1 and ``--eval-seeds`` distinct integers."""
+    if not is_integer(settings.steps) or settings.steps < 1:
+        raise invalid("--steps", settings.steps, "a positive integer (the fine-tuning steps at most)")
+    if not is_integer(jobs) or jobs < 1:
+        raise invalid("--jobs", jobs, "a positive integer (campaigns at a time)")
+    seeds = settings.eval_seeds
+    if not isinstance(seeds, (list, tuple)) or not all(map(is_integer, seeds)) or len(set(seeds)) != len(seeds):
+        raise invalid("--eval-seeds", list(seeds) if isinstance(seeds, (list, tuple)) else seeds,
+                      "distinct integers, the campaigns' case seeds (none: no campaign)")
+
+
+def check_profile(profile: str) -> None:
+    """``--profile`` names a registered zoo profile (built in, or built from a folder of the user's images)."""
+    import hynea_pl.zoo  # noqa: F401  (registers the built-in profiles and those of the user's folders)
+    from hynea_pl.zoo.profiles import get_profile, profile_names
+
+    try:
+        get_profile(profile)
+    except ValueError:
+        raise invalid("--profile", repr(profile), f"a zoo profile, one of {profile_names()} (one of your own "
+                      "images: python -m hynea_pl zoo build --data PATH --name NAME)") from None
+
+
+def check_runs(runs: Sequence[str | Path]) -> None:
+    """At least one run folder, none named twice (its failures would count twice); what each holds is checked
+    by :func:`collect_failures`."""
+    if not runs:
+        raise ValueError("RUN_DIR: give at least one run folder")
+    resolved = [Path(run).resolve() for run in runs]
+    twice = sorted({str(run) for run in runs if resolved.count(Path(run).resolve()) > 1})
+    if twice:
+        raise ValueError(f"RUN_DIR: each run folder once; {twice} given twice (its failures would count twice)")
+
+
+def check_classes(original: SUT, failures: Failures, sut: str | None, eval_config: str) -> None:
+    """The SUT has the class count of the runs' SUT (the one they tested), the argument it came from named."""
+    classes = output_classes(original, failures.images[0])
+    if classes != failures.num_classes:
+        raise invalid("--sut" if sut else "--eval-config", sut or eval_config, "the SUT the runs tested",
+                      f"the SUT has {classes} classes and the runs' SUT {failures.num_classes}")
+
+
+def check_eval_seeds(settings: RepairSettings, failures: Failures) -> None:
+    """No campaign's case seed is one the failures came from (it would evaluate the repair on its own data)."""
+    clash = sorted(set(failures.seeds) & set(settings.eval_seeds))
+    if clash:
+        raise invalid("--eval-seeds", list(settings.eval_seeds),
+                      f"integers other than the case seeds {failures.seeds} the failures came from",
+                      f"case seeds {clash} gave failures and would evaluate the repair")
 
 
 def build_sut(config: dict[str, Any]) -> SUT:
@@ -97,20 +206,50 @@ def output_classes(sut: SUT, image: torch.Tensor) -> int:
 
 
 def check_out(out: Path, settings: RepairSettings) -> None:
-    """Write ``out/repair.json``, or check that the one there holds the same arguments but the evaluation's case
-    seeds (more seeds add campaigns; the models and finished campaigns are reused); one line otherwise."""
+    """Refuse, in one line and writing nothing, an ``out`` that is a file, one whose ``repair.json`` holds other
+    arguments than ``settings`` but the evaluation's case seeds (more seeds add campaigns; the models and finished
+    campaigns are reused), and a non-empty folder that holds no repair."""
     record = out / "repair.json"
-    wanted = json.loads(json.dumps(asdict(settings)))
+    if out.exists() and not out.is_dir():
+        raise invalid("--out", out, OUT_FOLDER, "it is a file")
     if record.is_file():
-        held = json.loads(record.read_text())
-        if {**held, "eval_seeds": None} != {**wanted, "eval_seeds": None}:
-            raise ValueError(f"{out} already holds a repair of other arguments ({record}): choose another --out")
-        record.write_text(json.dumps(wanted, indent=2) + "\n")
-        return
-    if out.exists() and any(out.iterdir()):
-        raise ValueError(f"{out} is not empty and holds no repair: choose another --out")
+        try:
+            held = json.loads(record.read_text())
+        except ValueError:
+            raise invalid("--out", out, OUT_FOLDER, f"{record} is not a repair's record") from None
+        wanted = json.loads(json.dumps(asdict(settings)))
+        if not isinstance(held, dict) or {**held, "eval_seeds": None} != {**wanted, "eval_seeds": None}:
+            raise invalid("--out", out, OUT_FOLDER, f"it already holds a repair of other arguments: {record}")
+    elif out.is_dir() and any(out.iterdir()):
+        raise invalid("--out", out, OUT_FOLDER, "it is not empty and holds no repair")
+
+
+def write_record(out: Path, settings: RepairSettings) -> None:
+    """``out/repair.json``: the arguments (after :func:`check_out`)."""
     out.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(wanted, indent=2) + "\n")
+    (out / "repair.json").write_text(json.dumps(json.loads(json.dumps(asdict(settings))), indent=2) + "\n")
+
+
+def check_arguments(runs: Sequence[str | Path], out: Path, sut: str | None, jobs: int,
+                    settings: RepairSettings) -> tuple[RepairSettings, Failures, SUT]:
+    """Every argument checked before anything is written, trained or evaluated, the cheap checks first (the numbers,
+    the profile, the files, ``out``), then the runs' failures and last the SUT (a model built); a bad one is a
+    one-line ``ValueError`` naming it and the values it allows. Returns the settings with the SUT's config and the
+    runs, the failures and the original SUT."""
+    check_numbers(settings, jobs)
+    check_profile(settings.profile)
+    check_runs(runs)
+    if settings.eval_seeds:  # the campaigns' config (also the SUT's source when --sut is not given)
+        read_eval_config(settings.eval_config)
+    settings = replace(settings, eval_seeds=tuple(settings.eval_seeds), eval_args=tuple(settings.eval_args),
+                       failure_runs=tuple(str(Path(r).resolve()) for r in runs),
+                       sut=read_sut_config(sut, settings.eval_config))
+    check_out(out, settings)
+    failures = collect_failures(list(runs))
+    check_eval_seeds(settings, failures)
+    original = build_sut(settings.sut)
+    check_classes(original, failures, sut, settings.eval_config)
+    return settings, failures, original
 
 
 def write_sut_file(folder: Path, config: dict[str, Any], weights: Path | None = None) -> Path:
@@ -180,25 +319,12 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
            **overrides: Any) -> pd.DataFrame:
     """The whole command (module doc), its campaigns ``jobs`` at a time (one torch thread each when more than one);
     returns the table (a row per model)."""
-    from hynea_pl.zoo.profiles import get_profile
+    from hynea_pl.zoo.profiles import get_profile  # the profiles are registered by check_profile
     from hynea_pl.zoo.splits import load_splits
 
     out = Path(out)
-    settings = RepairSettings(**overrides)
-    failures: Failures = collect_failures(list(runs))
-    clash = sorted(set(failures.seeds) & set(settings.eval_seeds))
-    if clash:
-        raise ValueError(f"case seeds {clash} gave failures and would evaluate the repair: evaluate on other seeds")
-    settings = replace(settings, eval_seeds=tuple(settings.eval_seeds), eval_args=tuple(settings.eval_args),
-                       failure_runs=tuple(str(Path(r).resolve()) for r in runs),
-                       sut=read_sut_config(sut, settings.eval_config))
-    original = build_sut(settings.sut)
-    classes = output_classes(original, failures.images[0])
-    if classes != failures.num_classes:
-        raise ValueError(f"the SUT has {classes} classes and the runs' SUT {failures.num_classes}: "
-                         "repair the SUT the runs tested")
-    check_out(out, settings)
-    import hynea_pl.zoo  # noqa: F401  (registers the built-in profiles)
+    settings, failures, original = check_arguments(runs, out, sut, jobs, RepairSettings(**overrides))
+    write_record(out, settings)
 
     splits = load_splits(get_profile(settings.profile).data)
     real = (as_tensor(splits.sut.train_images), splits.sut.train_labels)  # what the SUT was trained on
@@ -218,7 +344,7 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
              for name in ("repaired", "control")}
     (out / "eval").mkdir(exist_ok=True)
     campaigns = [(name, seed) for name in MODELS for seed in settings.eval_seeds]
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
         summaries = dict(zip(campaigns, pool.map(
             lambda c: run_campaign(files[c[0]], c[1], out / "eval", f"{c[0]}-seed{c[1]}", settings,
                                    threads=1 if jobs > 1 else None), campaigns)))
@@ -246,4 +372,4 @@ def repair(runs: Sequence[str | Path], out: str | Path, sut: str | None = None, 
     return table
 
 
-__all__ = ["MODELS", "RepairSettings", "build_sut", "read_sut_config", "repair"]
+__all__ = ["MODELS", "RepairSettings", "build_sut", "check_arguments", "read_sut_config", "repair"]
