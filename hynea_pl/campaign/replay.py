@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lightning as L
 import torch
 from torchvision.utils import save_image
 
@@ -14,7 +16,9 @@ from hynea_pl.campaign.campaign import Campaign
 from hynea_pl.campaign.case_types import TestCase
 from hynea_pl.campaign.config import quiet_lightning_info
 from hynea_pl.campaign.records import CONFIG_FILE, RECORDS_FILE, check_run_folder, load_origin_noise
+from hynea_pl.campaign.runner import ATTEMPT_SEED_STRIDE
 from hynea_pl.images import as_saved, check_run_image, load_image
+from hynea_pl.methods.base import RUN_FILE
 from hynea_pl.schema import CaseRecord, read_records
 from hynea_pl.zoo.cache import current_class_paths
 
@@ -79,18 +83,55 @@ def check_layout(record: CaseRecord, condition: Any) -> None:
                          f"draws with this generator ({drawn})")
 
 
+@dataclass
+class SavedRun:
+    """Which run of its case saved an adapter (its folder's ``run.json``, :data:`~hynea_pl.methods.base.RUN_FILE`)."""
+
+    number: int = 0  # the run's number (0: the first), seeded with ``case.seed + number * ATTEMPT_SEED_STRIDE``
+    arguments: dict[str, Any] = field(default_factory=dict)  # the init arguments that built it besides the case's
+    target: int | None = None  # the run's target; None: not recorded (an adapter saved before run.json)
+
+    @classmethod
+    def read(cls, adapter: Path) -> SavedRun:
+        """The run an adapter folder names; a folder without ``run.json`` (saved before it existed) holds the case's
+        first run."""
+        path = adapter / RUN_FILE
+        if not path.is_file():
+            return cls()
+        try:
+            run = json.loads(path.read_text())
+            return cls(int(run.get("run", 0)), dict(run.get("arguments") or {}), run.get("target"))
+        except (ValueError, TypeError, AttributeError) as error:
+            raise ValueError(f"{path} is no run description: {error}") from None
+
+
+def check_target(record: CaseRecord, run: SavedRun, model: Any) -> None:
+    """Refuse (one line) to replay a run whose rebuilt target is not the one it saved."""
+    if run.target is None:
+        return
+    rebuilt = int(model.target[0])
+    if rebuilt != int(run.target):
+        raise ValueError(f"case {record.case_id}: run {run.number} saved target {run.target}, but rebuilt with "
+                         f"{run.arguments} it aims at {rebuilt}")
+
+
 @torch.no_grad()
 def replay(campaign: Campaign, record: CaseRecord, run_dir: Path | str) -> ReplayResult:
-    """Build the case's module of ``record`` in ``campaign``, load its saved adapter from ``run_dir``, regenerate
-    its result and compare it with the stored PNG."""
+    """Build the run of ``record``'s case whose adapter was saved (:class:`SavedRun`: seeded and built as the case
+    loop did) in ``campaign``, load that adapter from ``run_dir``, regenerate its result and compare it with the
+    stored PNG."""
     run_dir = Path(run_dir)
     # an origin inverted from a real image starts from its saved noise, not the seed's
     case = TestCase(record.case_id, record.origin_class, record.seed, record.skipped_seeds,
                     noise=load_origin_noise(run_dir, record))
-    model = campaign.build_module(case)
+    adapter = run_dir / record.adapter
+    run = SavedRun.read(adapter)
+    L.seed_everything(case.seed + ATTEMPT_SEED_STRIDE * run.number, verbose=False)
+    model = campaign.build_module(case, **run.arguments)
     model.setup("fit")
     check_layout(record, model.condition)
-    model.load_adapter(run_dir / record.adapter)
+    check_target(record, run, model)
+    model.load_adapter(adapter)
     image = model.generate().detach()
     with tempfile.TemporaryDirectory() as tmp:  # the same 8-bit quantisation the stored PNG went through
         save_image(image[0].cpu(), Path(tmp) / "replay.png")

@@ -87,11 +87,12 @@ class CaseRun:
 
     def build(self, **overrides: Any) -> TestCaseModule:
         """The case's next run: run ``n`` draws from its own seed (``case.seed + n * ATTEMPT_SEED_STRIDE``: no state
-        carries from case to case) and its evaluation counter starts from the case's (so the budget holds across
-        runs)."""
+        carries from case to case; the module keeps ``n`` as its ``run_number``) and its evaluation counter starts
+        from the case's (so the budget holds across runs)."""
         number, self.built = self.built, self.built + 1
         L.seed_everything(self.case.seed + ATTEMPT_SEED_STRIDE * number, verbose=False)
         model = self.campaign.build_module(self.case, **overrides)
+        model.run_number = number  # a saved adapter names its run (replay seeds and builds it again)
         key = id(model)
         self.base[key] = model.sut_evals = int(self.sut_evals)
         self.index[key], self.live[key], self.latest = number, model, model

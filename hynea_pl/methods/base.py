@@ -32,6 +32,12 @@ class CaseResult:
     history: list[dict] = field(default_factory=list)  # per-step numbers
 
 
+#: The file in a saved adapter's folder (:meth:`TestCaseModule.save_adapter`) that says which run of its case saved
+#: it: ``run`` (:attr:`TestCaseModule.run_number`), ``arguments`` (:meth:`TestCaseModule.run_arguments`) and the
+#: run's ``target``, from which ``replay`` rebuilds that run; a folder without it holds the case's first run.
+RUN_FILE = "run.json"
+
+
 def _no_adapter(directory: Path) -> bool:
     return False
 
@@ -102,6 +108,9 @@ class TestCaseModule(L.LightningModule):
         self.sut_evals = 0
         self.result = CaseResult()
         self.stop_reason: str | None = None  # why the case ended, noted by the callbacks (hynea_pl.callbacks.stop)
+        #: which run of its case this module is (0: the first), set by the case loop, which seeds run ``n`` with
+        #: ``case.seed + n * ATTEMPT_SEED_STRIDE`` (:class:`hynea_pl.campaign.runner.CaseRun`)
+        self.run_number = 0
         self._given_origin: torch.Tensor | None = None
         self._given_noise: torch.Tensor | None = None
         self._given_condition: Any = None
@@ -176,6 +185,12 @@ class TestCaseModule(L.LightningModule):
         """The init arguments of the run after this one, whatever this one finds (a batch may start it beside this
         one in a free slot: ``cases.spare_slots``), or ``None`` when this is the case's last run (the default)."""
         return None
+
+    def run_arguments(self) -> dict[str, Any]:
+        """The init arguments that built this run besides the case's own (those :meth:`next_attempt` or
+        :meth:`later_attempt` gave the case loop): with :attr:`run_number`, what rebuilds this run (``replay``). The
+        default ``{}``: every run of a case is built alike."""
+        return {}
 
     def attempt_summary(self) -> dict[str, Any]:
         """What the record's ``diagnostics.attempts`` says of this run besides its evaluations, steps and stop."""

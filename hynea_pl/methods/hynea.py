@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -11,7 +12,7 @@ from torch.utils.data import DataLoader
 from hynea_pl.generators import HYPERNET_ADAPTER, DiffusionGenerator, require
 from hynea_pl.hypernets import ControlProjector
 from hynea_pl.images import as_saved, shifted_views
-from hynea_pl.methods.base import TestCaseModule
+from hynea_pl.methods.base import RUN_FILE, TestCaseModule
 from hynea_pl.methods.hynea_options import Acceptance, PaperSearch, RealismPrior, Retries, Steering
 from hynea_pl.methods.origin import register_origin
 from hynea_pl.methods.views import SearchViews
@@ -156,6 +157,10 @@ class HyNeACase(TestCaseModule):
         if self.result.found or not self.has_origin:
             return None
         return self.later_attempt()
+
+    def run_arguments(self) -> dict:
+        """``{"attempt": n}``: the run of the case this module is (its target and learning rates follow from it)."""
+        return {"attempt": self.hparams.attempt}
 
     def attempt_summary(self) -> dict:
         """This run in the record's ``diagnostics.attempts``: its target, learning rates and whether it found its
@@ -337,14 +342,25 @@ class HyNeACase(TestCaseModule):
 
     # ------------------------------------------------------------------ replay
     def save_adapter(self, directory: Path) -> bool:
-        """Save the HyperNet and projector that produced the result into ``directory/{hypernet,projector}``
-        (diffusers ``save_pretrained``, safetensors); ``False`` when ``save_adapters`` is off."""
+        """Save the HyNeA adapter that produced the result into ``directory``: its HyperNet and projector
+        (``{hypernet,projector}``, diffusers ``save_pretrained``, safetensors) and which run of the case it is
+        (:meth:`save_run`); ``False`` when ``save_adapters`` is off."""
         if not self.hparams.save_adapters or self._result_weights is None:
             return False
         for name, module in (("hypernet", self.hypernet), ("projector", self.projector)):
             module.load_state_dict(self._result_weights[name])
             module.save_pretrained(Path(directory) / name)
+        self.save_run(directory)
         return True
+
+    def save_run(self, directory: Path) -> None:
+        """Write ``directory/run.json`` (:data:`~hynea_pl.methods.base.RUN_FILE`): which run of the case this is
+        (``run``: its number, which its seed follows from; ``arguments``: :meth:`run_arguments`), its ``target`` and,
+        for the record, its learning rates."""
+        lr_min, lr_max = self.learning_rates
+        run = {"run": int(self.run_number), "arguments": self.run_arguments(), "target": int(self.target[0]),
+               "lr_min": lr_min, "lr_max": lr_max}
+        (Path(directory) / RUN_FILE).write_text(json.dumps(run, indent=1) + "\n")
 
     def load_adapter(self, directory: Path) -> None:
         """Load a saved HyperNet and projector (:meth:`save_adapter`) into this case (after ``setup``)."""
