@@ -28,6 +28,11 @@ image closest to a flip (the lowest ``SUT.decision_margin``, the first in the or
 With ``batch_size > 1`` the budget stops a case whose next batch could overrun it, so up to ``batch_size - 1``
 evaluations of the budget may stay unspent; with 1 the budget is exact.
 
+Plan. Every case reads its class's whole pool, each in its own order, so the pool's size bounds what a case reads,
+not how many cases run: any ``cases.n_per_class`` is served (the origins' bound is ``cases.images``'s, refused in
+one line when too small). A class of ``cases.classes`` the pool holds no image of is refused before any model is
+built or run folder written (:meth:`NaturalCase.check_case_plan`, from the pool's labels alone).
+
 Every record's ``diagnostics`` hold ``pool`` (the source), ``class_images`` (images of the class drawn from, the
 origin's own taken out), ``excluded_origin`` (its source, or ``None``), ``read`` (images read, = ``sut_evals``),
 ``position`` (1-based place of the result in the order) and ``result_source`` (the result's source, e.g.
@@ -134,6 +139,33 @@ class NaturalCase(TestCaseModule):
         self.position: int | None = None  # 1-based place of the result in the order
         self._best_margin = math.inf
         self._ready = False
+
+    @classmethod
+    def check_case_plan(cls, init_args: dict[str, Any], cases: Any) -> None:
+        """Refuse, before any model is built (:func:`hynea_pl.campaign.validation.check_plan`), a selection the pool
+        cannot serve: null ``cases.classes``, or a class the pool holds no image of (counted from the labels: a
+        folder's file list, the zoo's held-out labels). Every case reads its class's whole pool, each in its own
+        order, so the pool's size bounds what a case reads, not how many cases run: any ``n_per_class`` is served
+        (the origins' own limit is ``cases.images``'s, checked beside this). One line, with the pool's counts."""
+        pool = str(init_args.get("pool") or DEFAULT_POOL)
+        if any(c is None for c in cases.classes or [None]):
+            raise ValueError("natural draws real images of the case's class: give cases.classes (not null)")
+        if not pool.startswith("zoo://") and not Path(pool).is_dir():
+            return  # the module refuses a missing folder in one line when it is built
+        from hynea_pl.campaign.test_images import count_test_labels
+
+        try:
+            counts = count_test_labels(pool)
+        except (OSError, ValueError, RuntimeError, KeyError):
+            return  # what the labels cannot tell is said where the pool is read
+        missing = [c for c in cases.classes if counts.get((int(c),), 0) == 0]
+        if missing:
+            held = ", ".join(f"{n} of class {label[0]}" for label, n in sorted(counts.items()) if len(label) == 1)
+            named, it = ", ".join(map(str, missing)), "it" if len(missing) == 1 else "them"
+            raise ValueError(f"cases.classes = {list(cases.classes)} asks cases of class {named} but the natural "
+                             f"pool (model.init_args.pool = {pool}) holds no image of class {named} (it holds "
+                             f"{held or 'no image of one class'}): drop {it} from cases.classes or give a pool "
+                             f"with images of {it}")
 
     @property
     def evals_per_step(self) -> int:

@@ -106,4 +106,23 @@ def n_selected(selection: CaseSelection) -> int:
     return len([cid for cid in every if not selection.case_ids or cid in set(selection.case_ids)])
 
 
-__all__ = ["CLASS_SEED_STRIDE", "CaseSelection", "TestCase", "case_id", "n_selected"]
+def images_needed(selection: Any) -> dict[int, int]:
+    """How many images of each class the selected cases need at least, one origin each in the source's order
+    (``cases.images``): ``n_per_class`` per class, or with ``case_ids`` the highest selected index of the class + 1
+    (a class without a selected case needs none). ``selection``: a :class:`CaseSelection` or the config's parsed
+    ``cases`` section; an unconditional class (``None``) is left out."""
+    wanted = set(selection.case_ids or [])
+    needed = {}
+    for origin_class in selection.classes or []:
+        if origin_class is None:
+            continue
+        if not wanted:
+            needed[int(origin_class)] = int(selection.n_per_class)
+            continue
+        indices = [i for i in range(selection.n_per_class) if case_id(origin_class, i) in wanted]
+        if indices:
+            needed[int(origin_class)] = max(indices) + 1
+    return needed
+
+
+__all__ = ["CLASS_SEED_STRIDE", "CaseSelection", "TestCase", "case_id", "images_needed", "n_selected"]

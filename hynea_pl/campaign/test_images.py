@@ -12,10 +12,12 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from torch import Tensor
 from torchvision.transforms.v2 import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
 from hynea_pl.data import LabelledImages, read_image_folder
+from hynea_pl.data.image_folder import list_image_labels
 
 #: The zoo's image sets a ``zoo://`` source may name.
 ZOO_IMAGE_SETS = ("held_out",)
@@ -34,7 +36,20 @@ def read_test_images(source: str | Path, size: tuple[int, int], channels: int, n
     return _zoo_images(text, size, channels)
 
 
-def _zoo_images(uri: str, size: tuple[int, int], channels: int) -> LabelledImages:
+def count_test_labels(source: str | Path, num_classes: int | None = None,
+                      labels_csv: str | Path | None = None) -> Counter[tuple[int, ...]]:
+    """How many images of ``source`` carry each label (a 1-tuple per class; a CSV row may name several), from the
+    labels alone: a folder's file list or CSV (no pixel read, an unreadable file counted), the zoo's held-out
+    labels from ``start`` on (no model built). What a campaign's plan is checked against before it runs."""
+    text = str(source)
+    if not text.startswith("zoo://"):
+        return Counter(list_image_labels(text, num_classes=num_classes, labels_csv=labels_csv))
+    _, labels, _ = _zoo_held_out(text)
+    return Counter((int(c),) for c in labels.tolist())
+
+
+def _zoo_held_out(uri: str) -> tuple[Tensor, Tensor, int]:
+    """The held-out images and labels ``uri`` names, from its ``start`` on, and that start."""
     parsed = urlparse(uri)
     profile, name = parsed.netloc, parsed.path.strip("/")
     if name not in ZOO_IMAGE_SETS:
@@ -49,7 +64,11 @@ def _zoo_images(uri: str, size: tuple[int, int], channels: int) -> LabelledImage
     images, labels = held_out_split(profile)
     if not 0 <= start < len(images):
         raise ValueError(f"start must be in 0..{len(images) - 1} in {uri!r}, got {start}")
-    images, labels = images[start:], labels[start:]
+    return images[start:], labels[start:], start
+
+
+def _zoo_images(uri: str, size: tuple[int, int], channels: int) -> LabelledImages:
+    images, labels, start = _zoo_held_out(uri)
     converted: Counter[str] = Counter()
     if images.shape[1] != channels:
         images = images.expand(-1, channels, -1, -1) if channels == 3 else images.mean(1, keepdim=True)
@@ -62,4 +81,4 @@ def _zoo_images(uri: str, size: tuple[int, int], channels: int) -> LabelledImage
                           converted=converted)
 
 
-__all__ = ["ZOO_IMAGE_SETS", "read_test_images"]
+__all__ = ["ZOO_IMAGE_SETS", "count_test_labels", "read_test_images"]

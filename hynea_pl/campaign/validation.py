@@ -43,7 +43,8 @@ def validate_config(config: Any) -> None:
     negative class list, ``cases.n_per_class`` / ``cases.max_seed_tries`` / ``budget.max_evals`` below 1,
     ``trainer.max_steps`` below 1 (unless the method sets its own ``total_steps``), ``trainer.devices`` that is no
     device count, list or ``auto``, ``cases.case_ids`` that are no case of the selection, a ``model`` that is no
-    test-case module, a method x task pair the method does not implement and an oracle of another task."""
+    test-case module, a method x task pair the method does not implement, an oracle of another task and a plan
+    larger than its data (:func:`check_plan`)."""
     cases = config.cases
     classes = cases.classes
     if classes is not None and len(classes) == 0:
@@ -80,6 +81,29 @@ def validate_config(config: Any) -> None:
     oracle = config.get("oracle")
     if oracle is not None and not judges_task(oracle_task := import_object(oracle.class_path).task, sut.task):
         raise ValueError(f"the oracle ({oracle.class_path}) judges {oracle_task} outputs, the SUT is {sut.task}")
+    check_plan(config, method)
+
+
+def check_plan(config: Any, method: type[TestCaseModule]) -> None:
+    """Refuse, from the data's labels alone (no model built), a plan larger than its data, in one line with the
+    numbers: ``cases.images`` (a folder, a CSV of labels or the zoo's held-out digits from ``start`` on) holding
+    fewer images of a class than its selected cases need
+    (:func:`hynea_pl.campaign.image_cases.check_plan_served`), and what the method's own data cannot serve (a
+    method's :meth:`~hynea_pl.methods.TestCaseModule.check_case_plan`, e.g. natural's pool: a class it holds no image
+    of). What the labels cannot tell (a missing folder, an unknown label, a zoo not built yet) is left to the checks
+    that read the images; the images read are counted again there, before the run folder exists."""
+    cases = config.cases
+    if cases.images is not None:
+        from hynea_pl.campaign.image_cases import check_plan_served
+        from hynea_pl.campaign.test_images import count_test_labels
+
+        try:
+            counts = count_test_labels(cases.images, labels_csv=cases.labels_csv)
+        except (OSError, ValueError, RuntimeError, KeyError):
+            counts = None
+        if counts is not None:
+            check_plan_served(cases, counts)
+    method.check_case_plan(dict(config.model.get("init_args") or {}), cases)
 
 
 def _positive_count(value: Any) -> bool:
@@ -212,5 +236,5 @@ def check_image_source(selection: CaseSelection, generator: Generator) -> None:
             raise FileNotFoundError(f"cases.labels_csv = {selection.labels_csv}: not found in {source}")
 
 
-__all__ = ["METHOD_MODELS", "bad_value", "check_batching", "check_classes", "check_image_source",
+__all__ = ["METHOD_MODELS", "bad_value", "check_batching", "check_classes", "check_image_source", "check_plan",
            "check_verdict_independent", "class_count", "validate_campaign", "validate_config"]

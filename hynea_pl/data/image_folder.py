@@ -190,6 +190,21 @@ def _to_tensor(image: Image.Image, channels: int) -> torch.Tensor:
     return tensor.unsqueeze(0) if channels == 1 else tensor.permute(2, 0, 1).contiguous()
 
 
+def list_image_labels(root: str | Path, num_classes: int | None = None,
+                      labels_csv: str | Path | None = None) -> list[tuple[int, ...]]:
+    """The label of every image file ``root`` lists, as :func:`read_image_folder` would label it, without reading a
+    pixel (a campaign counts the images of each class before any model is built: ``cases.images``). A file that
+    turns out unreadable is counted here and skipped by the read. Raises as :func:`read_image_folder` does for a
+    missing ``root`` or CSV and an unknown label."""
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(_one_line(f"image folder {root} not found"))
+    labels, skipped = _Labels(None, num_classes), Counter()
+    entries = (_csv_entries(root, root / labels_csv, labels, skipped) if labels_csv is not None
+               else _folder_entries(root, labels, skipped))
+    return [label for _, _, label in entries]
+
+
 def read_image_folder(root: str | Path, size: tuple[int, int], channels: int,
                       class_names: Sequence[str] | None = None, num_classes: int | None = None,
                       labels_csv: str | Path | None = None, max_per_label: int | None = None) -> LabelledImages:

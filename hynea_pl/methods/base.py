@@ -186,6 +186,12 @@ class TestCaseModule(L.LightningModule):
         one in a free slot: ``cases.spare_slots``), or ``None`` when this is the case's last run (the default)."""
         return None
 
+    @classmethod
+    def check_case_plan(cls, init_args: dict[str, Any], cases: Any) -> None:
+        """Refuse in one line (``ValueError``), before any model is built, a case selection (``cases``, the config's
+        section) that the method's own data (from its ``init_args``) cannot serve; the default has no data of its own.
+        Called by :func:`hynea_pl.campaign.validation.check_plan`."""
+
     def run_arguments(self) -> dict[str, Any]:
         """The init arguments that built this run besides the case's own (those :meth:`next_attempt` or
         :meth:`later_attempt` gave the case loop): with :attr:`run_number`, what rebuilds this run (``replay``). The
