@@ -16,9 +16,8 @@ from hynea_pl.schema import read_records
 pytestmark = pytest.mark.slow
 
 #: ``fit`` runs: every MNIST and scene config (the overlays, ``overlays/hynea_paper.yaml`` and
-``overlays/hynea_views.yaml``, and
-#: ``custom.yaml --profile full`` name no model of their own: their models are those of ``mnist.yaml``, and
-#: ``test_configs_released`` resolves them) and the arguments each needs besides
+#: ``overlays/hynea_views.yaml``, and ``custom.yaml --profile full`` name no model of their own: their models are those
+#: of ``mnist.yaml``, and ``test_configs_released`` resolves them) and the arguments each needs besides
 RUNS = [
     *[([str(config)], []) for config in sorted(Path("configs").glob("mnist*.yaml"))],
     *[([str(config)], []) for config in sorted(Path("configs").glob("scenes_*.yaml"))],

@@ -328,9 +328,8 @@ ZOO_COMPONENTS = (
         name="attribute_oracle", train_configs=ORACLE_CONFIGS, gate_configs=GATE_CONFIGS,
         train=train_attribute_oracle, measure=_measure(load_attribute_oracle), load=load_attribute_oracle,
         uri_target="model.safetensors", base_gated=False,
-        description="digit scenes' validity judge (one of configs/sections/scenes_oracle.yaml's two): residual
-        OracleNet, "
-                    "10 logits 'digit k present'; judges only",
+        description="digit scenes' validity judge (one of configs/sections/scenes_oracle.yaml's two): "
+                    "residual OracleNet, 10 logits 'digit k present'; judges only",
     ),
 )
 
