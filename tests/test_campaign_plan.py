@@ -16,7 +16,8 @@ from PIL import Image
 from tiny_components import tiny_generator
 
 from hynea_pl.campaign.case_types import CaseSelection, images_needed
-from hynea_pl.campaign.image_cases import check_plan_served, read_case_images
+from hynea_pl.campaign.image_cases import read_case_images
+from hynea_pl.campaign.validation import check_plan_served
 from hynea_pl.campaign.test_images import count_test_labels
 from hynea_pl.cli import main
 

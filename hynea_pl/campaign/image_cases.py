@@ -10,7 +10,7 @@ counts the images passed over). Every method then starts from the same noise and
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,53 +32,11 @@ def image_shape(generator: Generator) -> tuple[int, int, int]:
     return tuple(generator.decode(torch.zeros((1, *generator.latent_shape), device=generator.device)).shape[1:])
 
 
-def _images(n: int, adjective: str = "") -> str:
-    return f"no {adjective}image" if n == 0 else f"{n} {adjective}image" + ("s" if n != 1 else "")
-
-
-def check_plan_served(selection: CaseSelection, counts: Mapping[tuple[int, ...], int], skipped: int = 0) -> None:
-    """Refuse a plan larger than its images: ``ValueError``, one line with the numbers, when ``cases.images`` holds
-    fewer images of a class (``counts``: images per label, a 1-tuple per class) than its selected cases need, one
-    origin each (:func:`~hynea_pl.campaign.case_types.images_needed`). Such a case could only end without an origin,
-    so the campaign is refused before any case runs and before its run folder exists, never silently cut short.
-    ``skipped``: unreadable files the read skipped (the counts are then of readable images).
-
-    The counts are an upper bound on the cases served: an image the SUT misreads (or whose reconstruction it
-    misreads) is passed over while the campaign selects its origins, and a case that runs out of images then ends
-    without a valid origin, in its record, as before."""
-    from hynea_pl.campaign.case_types import case_id, images_needed
-
-    needed = images_needed(selection)
-    short = {c: counts.get((c,), 0) for c, n in needed.items() if counts.get((c,), 0) < n}
-    if not short:
-        return
-    source = f"cases.images ({selection.images}" + (
-        f", labels from {selection.labels_csv})" if selection.labels_csv else ")")
-    readable, note = ("readable ", f" ({skipped} unreadable file(s) skipped)") if skipped else ("", "")
-    empty = [c for c, have in short.items() if have == 0]
-    if empty:
-        named, it = ", ".join(map(str, empty)), "it" if len(empty) == 1 else "them"
-        raise ValueError(f"cases.classes = {list(selection.classes)} asks cases of class {named} but {source} holds "
-                         f"{_images(0, readable)} of class {named}{note}: drop {it} from cases.classes or add "
-                         f"images of {it}")
-    fewest = min(short, key=short.get)  # the first of the classes with the fewest images
-    have, asked = short[fewest], needed[fewest]
-    if selection.case_ids:
-        last = case_id(fewest, asked - 1)
-        raise ValueError(f"cases.case_ids asks case {last} of class {fewest} but {source} holds "
-                         f"{_images(have, readable)} of class {fewest}{note}, one origin per case in order: ask cases "
-                         f"{case_id(fewest, 0)} to {case_id(fewest, have - 1)} of it at most")
-    others = f" (the fewest; {len(short)} classes hold fewer than {asked})" if len(short) > 1 else ""
-    raise ValueError(f"cases.n_per_class = {asked} asks {asked} cases of class {fewest} but {source} holds "
-                     f"{_images(have, readable)} of class {fewest}{note}{others}: lower cases.n_per_class to at "
-                     f"most {have}")
-
-
 def read_case_images(selection: CaseSelection, generator: Generator) -> LabelledImages:
     """``cases.images`` converted to the generator's image size and channels; refuses a generator that cannot be
     inverted before anything is read, and a plan larger than the images read (:func:`check_plan_served`: the
     config's check counts the files, this one the images that could be read)."""
-    from hynea_pl.campaign.validation import class_count
+    from hynea_pl.campaign.validation import check_plan_served, class_count
 
     check_invertible(generator)
     channels, height, width = image_shape(generator)
@@ -129,4 +87,4 @@ def iter_image_cases(selection: CaseSelection, generator: Generator, sut: SUT,
                 yield found if found is not None else TestCase(cid, origin_class, None, skipped)
 
 
-__all__ = ["check_plan_served", "image_shape", "iter_image_cases", "read_case_images"]
+__all__ = ["image_shape", "iter_image_cases", "read_case_images"]

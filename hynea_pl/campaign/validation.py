@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,12 @@ def check_plan(config: Any, method: type[TestCaseModule]) -> None:
     """Refuse, from the data's labels alone (no model built), a plan larger than its data, in one line with the
     numbers: ``cases.images`` (a folder, a CSV of labels or the zoo's held-out digits from ``start`` on) holding
     fewer images of a class than its selected cases need
-    (:func:`hynea_pl.campaign.image_cases.check_plan_served`), and what the method's own data cannot serve (a
+    (:func:`check_plan_served`), and what the method's own data cannot serve (a
     method's :meth:`~hynea_pl.methods.TestCaseModule.check_case_plan`, e.g. natural's pool: a class it holds no image
     of). What the labels cannot tell (a missing folder, an unknown label, a zoo not built yet) is left to the checks
     that read the images; the images read are counted again there, before the run folder exists."""
     cases = config.cases
     if cases.images is not None:
-        from hynea_pl.campaign.image_cases import check_plan_served
         from hynea_pl.campaign.test_images import count_test_labels
 
         try:
@@ -104,6 +104,48 @@ def check_plan(config: Any, method: type[TestCaseModule]) -> None:
         if counts is not None:
             check_plan_served(cases, counts)
     method.check_case_plan(dict(config.model.get("init_args") or {}), cases)
+
+
+def _images(n: int, adjective: str = "") -> str:
+    return f"no {adjective}image" if n == 0 else f"{n} {adjective}image" + ("s" if n != 1 else "")
+
+
+def check_plan_served(selection: CaseSelection, counts: Mapping[tuple[int, ...], int], skipped: int = 0) -> None:
+    """Refuse a plan larger than its images: ``ValueError``, one line with the numbers, when ``cases.images`` holds
+    fewer images of a class (``counts``: images per label, a 1-tuple per class) than its selected cases need, one
+    origin each (:func:`~hynea_pl.campaign.case_types.images_needed`). Such a case could only end without an origin,
+    so the campaign is refused before any case runs and before its run folder exists, never silently cut short.
+    ``skipped``: unreadable files the read skipped (the counts are then of readable images).
+
+    The counts are an upper bound on the cases served: an image the SUT misreads (or whose reconstruction it
+    misreads) is passed over while the campaign selects its origins, and a case that runs out of images then ends
+    without a valid origin, in its record, as before."""
+    from hynea_pl.campaign.case_types import images_needed
+
+    needed = images_needed(selection)
+    short = {c: counts.get((c,), 0) for c, n in needed.items() if counts.get((c,), 0) < n}
+    if not short:
+        return
+    source = f"cases.images ({selection.images}" + (
+        f", labels from {selection.labels_csv})" if selection.labels_csv else ")")
+    readable, note = ("readable ", f" ({skipped} unreadable file(s) skipped)") if skipped else ("", "")
+    empty = [c for c, have in short.items() if have == 0]
+    if empty:
+        named, it = ", ".join(map(str, empty)), "it" if len(empty) == 1 else "them"
+        raise ValueError(f"cases.classes = {list(selection.classes)} asks cases of class {named} but {source} holds "
+                         f"{_images(0, readable)} of class {named}{note}: drop {it} from cases.classes or add "
+                         f"images of {it}")
+    fewest = min(short, key=short.get)  # the first of the classes with the fewest images
+    have, asked = short[fewest], needed[fewest]
+    if selection.case_ids:
+        last = case_id(fewest, asked - 1)
+        raise ValueError(f"cases.case_ids asks case {last} of class {fewest} but {source} holds "
+                         f"{_images(have, readable)} of class {fewest}{note}, one origin per case in order: ask cases "
+                         f"{case_id(fewest, 0)} to {case_id(fewest, have - 1)} of it at most")
+    others = f" (the fewest; {len(short)} classes hold fewer than {asked})" if len(short) > 1 else ""
+    raise ValueError(f"cases.n_per_class = {asked} asks {asked} cases of class {fewest} but {source} holds "
+                     f"{_images(have, readable)} of class {fewest}{note}{others}: lower cases.n_per_class to at "
+                     f"most {have}")
 
 
 def _positive_count(value: Any) -> bool:
@@ -236,5 +278,5 @@ def check_image_source(selection: CaseSelection, generator: Generator) -> None:
             raise FileNotFoundError(f"cases.labels_csv = {selection.labels_csv}: not found in {source}")
 
 
-__all__ = ["METHOD_MODELS", "bad_value", "check_batching", "check_classes", "check_image_source", "check_plan",
+__all__ = ["METHOD_MODELS", "bad_value", "check_batching", "check_classes", "check_image_source", "check_plan", "check_plan_served",
            "check_verdict_independent", "class_count", "validate_campaign", "validate_config"]
