@@ -5,6 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.install-stamp
 PYTEST_ARGS ?=
+# the suite runs on this many pytest-xdist workers, a test file to a worker (its module fixtures built once)
+PYTEST_WORKERS ?= 2
 BENCH_ARGS ?=
 
 .PHONY: install demo demo-real test test-fast bench zoo docs clean-runs
@@ -30,10 +32,10 @@ demo-real: install
 	$(BIN)/python -m hynea_pl fit --config configs/mnist_real.yaml
 
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" $(PYTEST_ARGS)
 
 # every method on the same origins, budget and verdict (docs/results.md); resumes, so a second call takes seconds
 bench: install

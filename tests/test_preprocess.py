@@ -180,10 +180,11 @@ def digit28_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_third_party_28px_model_through_a_centre_crop(tiny_zoo, digit28_weights, tmp_path):
     """The issue's acceptance: a 28 px MNIST classifier tested on the zoo's 32 px images with ``CenterCrop(28)``
     + ``Normalize`` from YAML; every flip, re-read from its saved PNG, is a flip of the model on its own crop.
-    About 15 s with the session's tiny zoo and model (not ``slow``)."""
+    About 20 s with the session's tiny zoo and model."""
     from hynea_pl.cli import main
 
     config = third_party_config(tmp_path, weights=str(digit28_weights))
