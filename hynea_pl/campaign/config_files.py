@@ -75,28 +75,35 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return content
 
 
-def _yaml_files(folder: Path) -> Iterator[Path]:
-    yield from sorted(folder.rglob("*.yaml")) if folder.is_dir() else ()
+#: a YAML file larger than this is no config that reads a section (readers_of skips it unread)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _candidates(target: Path) -> Iterator[Path]:
+    """Where a reader of ``target`` may be: every shipped config, and the YAML files of ``target``'s own folder and
+    of the folder above it (not their sub-folders: a user's folder may hold a dataset)."""
+    shipped = shipped_configs()
+    yield from sorted(shipped.rglob("*.yaml")) if shipped.is_dir() else ()
+    for folder in (target.parent, target.parent.parent):
+        yield from sorted(folder.glob("*.yaml"))
 
 
 def readers_of(path: Path) -> list[tuple[Path, str]]:
-    """The configs that read ``path`` as one of their sections, each with the key that reads it: YAML files of the
-    shipped configs and of ``path``'s folder and the one above it whose top-level value is a path to it."""
+    """The configs that read ``path`` as one of their sections, each with the key that reads it: the shipped configs
+    and the YAML files beside ``path`` or one folder up whose top-level value is a path to it."""
     target = path.resolve()
-    folders = {shipped_configs().resolve(), target.parent, target.parent.parent}
     found: dict[Path, str] = {}
-    for folder in folders:
-        for candidate in _yaml_files(folder):
-            if candidate.resolve() == target or candidate.resolve() in found:
-                continue
-            try:
-                content = yaml.safe_load(candidate.read_text())
-            except (yaml.YAMLError, OSError, UnicodeDecodeError):
-                continue
-            for key, value in (content.items() if isinstance(content, dict) else ()):
-                if isinstance(value, str) and value.endswith(".yaml") and \
-                        (candidate.parent / value).resolve() == target:
-                    found[candidate.resolve()] = f"{key}: {value}"
+    for candidate in _candidates(target):
+        if candidate.resolve() == target or candidate.resolve() in found or not candidate.is_file() \
+                or candidate.stat().st_size > MAX_CONFIG_BYTES:
+            continue
+        try:
+            content = yaml.safe_load(candidate.read_text())
+        except (yaml.YAMLError, OSError, UnicodeDecodeError):
+            continue
+        for key, value in (content.items() if isinstance(content, dict) else ()):
+            if isinstance(value, str) and value.endswith(".yaml") and (candidate.parent / value).resolve() == target:
+                found[candidate.resolve()] = f"{key}: {value}"
     return sorted(found.items())
 
 
