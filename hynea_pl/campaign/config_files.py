@@ -53,7 +53,7 @@ def resolve_config(value: str) -> Path:
     name = value.removeprefix("configs/")
     for candidate in (name, f"{name}.yaml"):
         shipped = shipped_configs() / candidate
-        if shipped.is_file() and not Path(candidate).is_absolute():
+        if shipped.is_file():
             return shipped
     raise FileNotFoundError(f"config file not found: {value} (neither a file nor a shipped config; shipped: "
                             f"{', '.join(shipped_names())})")

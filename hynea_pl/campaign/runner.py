@@ -58,7 +58,6 @@ class CaseRun:
         self.spent = self.steps = 0
         self.live: dict[int, TestCaseModule] = {}  # id -> the runs built and not ended
         self.built = 0  # runs built so far: the next run's number
-        self.index: dict[int, int] = {}  # id -> the run's number (0: the first), for the runs built and alive
         self.base: dict[int, int] = {}  # id -> the case's evaluations its counter started from
         self.latest: TestCaseModule | None = None
         self.missed = False  # a run ended without its result: later runs may take free slots
@@ -95,12 +94,12 @@ class CaseRun:
         model.run_number = number  # a saved adapter names its run (replay seeds and builds it again)
         key = id(model)
         self.base[key] = model.sut_evals = int(self.sut_evals)
-        self.index[key], self.live[key], self.latest = number, model, model
+        self.live[key], self.latest = model, model
         return model
 
     def number(self, model: TestCaseModule) -> int:
-        """Which run of the case ``model`` is (0: the first)."""
-        return self.index[id(model)]
+        """Which run of the case ``model`` is (0: the first): its ``run_number``, set by :meth:`build`."""
+        return model.run_number
 
     def forget(self, model: TestCaseModule) -> None:
         """Drop a run that failed before it ran (its build or setup): it spent nothing."""
